@@ -1,0 +1,12 @@
+// Installs the project's npm dependencies when they are missing, so `npm run demo` and
+// `npm test` work on a fresh clone with no separate install step.
+import { execSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+
+const marker = 'node_modules/.package-lock.json';
+const stale = !existsSync(marker) || statSync('package.json').mtimeMs > statSync(marker).mtimeMs;
+if (stale) {
+  const command = existsSync('package-lock.json') ? 'npm ci --no-audit --no-fund' : 'npm install --no-audit --no-fund';
+  process.stderr.write(`herald: installing dependencies (${command})\n`);
+  execSync(command, { stdio: 'inherit' });
+}

@@ -1,0 +1,108 @@
+/**
+ * Typed errors with stable codes. Every failure Herald reports crosses module boundaries as one of
+ * these, so callers branch on `code` (or `instanceof`) and never on message text. Driver errors are
+ * translated into these inside src/adapters/.
+ */
+export type HeraldErrorCode =
+  | 'CONFIG_INVALID'
+  | 'VALIDATION_FAILED'
+  | 'ILLEGAL_STATE'
+  | 'NOT_FOUND'
+  | 'CONCURRENCY_CONFLICT'
+  | 'DATABASE_UNAVAILABLE'
+  | 'DATABASE_ERROR'
+  | 'BROKER_UNAVAILABLE'
+  | 'PUBLISH_REJECTED'
+  | 'PERMANENT_FAILURE'
+  | 'TRANSIENT_FAILURE';
+
+export class HeraldError extends Error {
+  readonly code: HeraldErrorCode;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: HeraldErrorCode, message: string, details: Record<string, unknown> = {}, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+/** Configuration failed validation; `field` names the offending environment variable. */
+export class ConfigError extends HeraldError {
+  constructor(
+    readonly field: string,
+    reason: string,
+  ) {
+    super('CONFIG_INVALID', `invalid configuration: ${field}: ${reason}`, { field, reason });
+  }
+}
+
+/** Input (a command, an API body) is malformed. Nothing was changed. */
+export class ValidationError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('VALIDATION_FAILED', message, details);
+  }
+}
+
+/** A command is not allowed in the aggregate's current state. Nothing was changed. */
+export class IllegalStateError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('ILLEGAL_STATE', message, details);
+  }
+}
+
+export class NotFoundError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('NOT_FOUND', message, details);
+  }
+}
+
+/** Another writer appended to the stream first (optimistic concurrency). Safe to retry from a fresh load. */
+export class ConcurrencyError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('CONCURRENCY_CONFLICT', message, details);
+  }
+}
+
+/** The database could not be reached or dropped the connection; the operation may be retried. */
+export class DatabaseUnavailableError extends HeraldError {
+  constructor(message: string, cause?: unknown) {
+    super('DATABASE_UNAVAILABLE', message, {}, cause);
+  }
+}
+
+/** The broker could not be reached or closed the channel; the outbox keeps the work pending. */
+export class BrokerUnavailableError extends HeraldError {
+  constructor(message: string, cause?: unknown) {
+    super('BROKER_UNAVAILABLE', message, {}, cause);
+  }
+}
+
+/** The broker refused a message (nack, unroutable, too large). Counts as a failed attempt. */
+export class PublishRejectedError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('PUBLISH_REJECTED', message, details);
+  }
+}
+
+/**
+ * Thrown by a consumer handler when retrying cannot help (bad payload, business rule). The message is
+ * acknowledged and the failure recorded; it is never redelivered.
+ */
+export class PermanentError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('PERMANENT_FAILURE', message, details);
+  }
+}
+
+/** Thrown by a consumer handler when a later attempt may succeed. Retried with a delay, then dead-lettered. */
+export class TransientError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}, cause?: unknown) {
+    super('TRANSIENT_FAILURE', message, details, cause);
+  }
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
