@@ -1,0 +1,129 @@
+/**
+ * RabbitMQ connection management for the relay and the consumers. `AmqpConnection.open()` retries
+ * with capped exponential backoff until the broker answers; a lost connection is reported through
+ * `onLost` and every holder re-opens on its own schedule, so a broker outage delays work and never
+ * crashes a process (invariant 2). Driver errors become BrokerUnavailableError here.
+ */
+import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type Options } from 'amqplib';
+import { BrokerUnavailableError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+
+export type QueueType = 'quorum' | 'classic';
+export type { Channel, ConfirmChannel };
+
+export interface AmqpConnectionOptions {
+  url: string;
+  name: string;
+  logger?: Logger;
+  heartbeatSeconds?: number;
+}
+
+export class AmqpConnection {
+  private model: ChannelModel | undefined;
+  private lostHandlers = new Set<(error: Error) => void>();
+  private closing = false;
+
+  private constructor(private readonly options: AmqpConnectionOptions) {}
+
+  /** Connects once; throws BrokerUnavailableError when the broker does not answer. */
+  static async connect(options: AmqpConnectionOptions): Promise<AmqpConnection> {
+    const connection = new AmqpConnection(options);
+    await connection.open();
+    return connection;
+  }
+
+  /** Connects, retrying with backoff until it works or `signal` aborts. */
+  static async connectWithRetry(
+    options: AmqpConnectionOptions,
+    signal?: AbortSignal,
+    maxDelayMs = 5_000,
+  ): Promise<AmqpConnection> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await AmqpConnection.connect(options);
+      } catch (error) {
+        if (signal?.aborted) throw error;
+        const delay = Math.min(maxDelayMs, 100 * 2 ** attempt);
+        options.logger?.warn({ err: error, attempt, delayMs: delay }, 'broker unavailable; retrying');
+        await abortableDelay(delay, signal);
+      }
+    }
+  }
+
+  private async open(): Promise<void> {
+    try {
+      const url = new URL(this.options.url);
+      if (!url.searchParams.has('heartbeat')) url.searchParams.set('heartbeat', String(this.options.heartbeatSeconds ?? 10));
+      this.model = await amqp.connect(url.toString(), { clientProperties: { connection_name: this.options.name } });
+    } catch (error) {
+      throw new BrokerUnavailableError(`cannot connect to RabbitMQ: ${(error as Error).message}`, error);
+    }
+    const model = this.model;
+    model.on('error', (error: Error) => this.options.logger?.warn({ err: error }, 'amqp connection error'));
+    model.on('close', (error?: Error) => {
+      if (this.closing) return;
+      const reason = error ?? new Error('connection closed');
+      for (const handler of this.lostHandlers) handler(reason);
+    });
+  }
+
+  /** Called once when the connection drops unexpectedly (not after close()). */
+  onLost(handler: (error: Error) => void): void {
+    this.lostHandlers.add(handler);
+  }
+
+  async confirmChannel(): Promise<ConfirmChannel> {
+    return this.wrap(() => this.requireModel().createConfirmChannel());
+  }
+
+  async channel(): Promise<Channel> {
+    return this.wrap(() => this.requireModel().createChannel());
+  }
+
+  private requireModel(): ChannelModel {
+    if (!this.model) throw new BrokerUnavailableError('amqp connection is not open');
+    return this.model;
+  }
+
+  private async wrap<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      throw error instanceof BrokerUnavailableError
+        ? error
+        : new BrokerUnavailableError(`amqp: ${(error as Error).message}`, error);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    try {
+      await this.model?.close();
+    } catch {
+      // already closed by the broker
+    }
+  }
+}
+
+export function abortableDelay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** Arguments for a durable queue of the configured type (quorum by default). */
+export function queueOptions(type: QueueType, extra: Options.AssertQueue['arguments'] = {}): Options.AssertQueue {
+  return { durable: true, arguments: { 'x-queue-type': type, ...extra } };
+}
+
+/** Declares durable queues (idempotent). The relay publishes only to declared queues: anything else is unroutable. */
+export async function declareQueues(channel: Channel, names: readonly string[], type: QueueType): Promise<void> {
+  for (const name of names) await channel.assertQueue(name, queueOptions(type));
+}

@@ -1,0 +1,138 @@
+/**
+ * PostgreSQL connection pool and transactions. Every connection's search_path is the configured
+ * schema, so query modules use unqualified table names. Driver errors become typed errors here:
+ * lost connections → DatabaseUnavailableError; unique violations on the event stream →
+ * ConcurrencyError (raised by the event store, which knows the stream).
+ */
+import pg from 'pg';
+import { DatabaseUnavailableError, HeraldError } from '../../errors.js';
+import type { Database, QueryResult, SqlClient, TransactionOptions } from '../../ports/database.js';
+
+// bigint (int8) columns arrive as strings by default; positions and ids stay well below 2^53.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+/** SQLSTATEs after which the same transaction may simply be run again (graphile-worker's list). */
+const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', '57P03', '55P03']);
+/** SQLSTATE classes that mean the connection or server went away. */
+const UNAVAILABLE_CLASSES = ['08', '57'];
+const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH']);
+
+export function isRetryableSqlError(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && RETRYABLE_SQLSTATES.has(code);
+}
+
+export function isConnectionError(error: unknown): boolean {
+  if (error instanceof DatabaseUnavailableError) return true;
+  const code = (error as { code?: unknown })?.code;
+  if (typeof code === 'string') {
+    if (UNAVAILABLE_ERRNOS.has(code)) return true;
+    if (code.length === 5 && UNAVAILABLE_CLASSES.includes(code.slice(0, 2)) && code !== '57014') return true;
+  }
+  const message = error instanceof Error ? error.message : '';
+  return /Connection terminated|connection timeout|Client has encountered a connection error/i.test(message);
+}
+
+export function translateDatabaseError(error: unknown): unknown {
+  if (error instanceof HeraldError) return error;
+  if (isConnectionError(error)) {
+    return new DatabaseUnavailableError(`database unavailable: ${(error as Error).message}`, error);
+  }
+  return error;
+}
+
+export interface DatabaseOptions {
+  url: string;
+  schema: string;
+  poolSize?: number;
+  applicationName?: string;
+}
+
+/** Connection settings shared by the pool and by dedicated clients (LISTEN, migrations). */
+export function connectionConfig(options: DatabaseOptions): pg.ClientConfig {
+  return {
+    connectionString: options.url,
+    options: `-c search_path=${options.schema},public`,
+    application_name: options.applicationName ?? 'herald',
+    connectionTimeoutMillis: 10_000,
+    keepAlive: true,
+  };
+}
+
+class PgDatabase implements Database {
+  constructor(
+    private readonly pool: pg.Pool,
+    readonly schema: string,
+  ) {}
+
+  async query<Row>(text: string, values?: readonly unknown[]): Promise<QueryResult<Row>> {
+    try {
+      const result = await this.pool.query(text, values as unknown[] | undefined);
+      return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
+    } catch (error) {
+      throw translateDatabaseError(error);
+    }
+  }
+
+  async transaction<T>(work: (tx: SqlClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+    const retry = options.retryOnConflict ?? true;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.runOnce(work);
+      } catch (error) {
+        if (retry && attempt < 5 && isRetryableSqlError(error)) continue;
+        throw translateDatabaseError(error);
+      }
+    }
+  }
+
+  private async runOnce<T>(work: (tx: SqlClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken: unknown;
+    try {
+      await client.query('begin');
+      const tx: SqlClient = {
+        async query<Row>(text: string, values?: readonly unknown[]) {
+          const result = await client.query(text, values as unknown[] | undefined);
+          return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
+        },
+      };
+      const result = await work(tx);
+      await client.query('commit');
+      return result;
+    } catch (error) {
+      try {
+        await client.query('rollback');
+      } catch (rollbackError) {
+        broken = rollbackError;
+      }
+      throw error;
+    } finally {
+      // A client whose rollback failed is in an unknown state: destroy it rather than reuse it.
+      client.release(broken instanceof Error ? broken : undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+export function createDatabase(options: DatabaseOptions): Database {
+  const pool = new pg.Pool({ ...connectionConfig(options), max: options.poolSize ?? 10 });
+  // An idle client losing its connection must not crash the process; the next query reconnects.
+  pool.on('error', () => {});
+  return new PgDatabase(pool, options.schema);
+}
+
+/** A dedicated client outside the pool (migrations, advisory locks held across statements). */
+export async function connectClient(options: DatabaseOptions): Promise<pg.Client> {
+  const client = new pg.Client(connectionConfig(options));
+  client.on('error', () => {});
+  try {
+    await client.connect();
+  } catch (error) {
+    throw translateDatabaseError(error);
+  }
+  return client;
+}

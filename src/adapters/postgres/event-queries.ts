@@ -1,0 +1,177 @@
+/**
+ * Event log queries. Appends are batched through unnest() and guarded by the unique
+ * (stream_type, stream_id, version) constraint: a second writer with the same expected version
+ * violates it and gets ConcurrencyError (invariant 1). Log reads stay below
+ * pg_snapshot_xmin(pg_current_snapshot()) and follow (tx, position), so an event whose transaction
+ * took its position early but commits late is never skipped by a follower.
+ */
+import { ConcurrencyError } from '../../errors.js';
+import type { SqlClient } from '../../ports/database.js';
+
+export const APPEND_EVENTS = `
+  insert into event (stream_type, stream_id, version, type, data, meta)
+  select stream_type, stream_id, version, type, data, meta
+    from unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[], $6::jsonb[])
+      as appended(stream_type, stream_id, version, type, data, meta)
+  returning position, stream_type, stream_id, version, recorded_at`;
+
+export const STREAM_VERSION = `
+  select coalesce(max(version), 0)::int as version from event where stream_type = $1 and stream_id = $2`;
+
+export const READ_STREAM = `
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+    from event
+   where stream_type = $1 and stream_id = $2 and version > $3
+     and ($4::timestamptz is null or recorded_at <= $4)
+   order by version`;
+
+export const READ_LOG_AFTER = `
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+    from event
+   where (tx, position) > ($1::xid8, $2::bigint)
+     and tx < pg_snapshot_xmin(pg_current_snapshot())
+     and ($4::text[] is null or stream_type = any($4))
+   order by tx, position
+   limit $3`;
+
+export interface EventMeta {
+  correlationId?: string;
+  causationId?: string;
+  actor?: string;
+  pod?: string;
+  [key: string]: unknown;
+}
+
+export interface NewEvent {
+  streamType: string;
+  streamId: string;
+  version: number;
+  type: string;
+  data: unknown;
+  meta: EventMeta;
+}
+
+export interface AppendedEvent {
+  position: number;
+  streamType: string;
+  streamId: string;
+  version: number;
+  recordedAt: Date;
+}
+
+export interface StoredEvent {
+  position: number;
+  tx: string;
+  streamType: string;
+  streamId: string;
+  version: number;
+  type: string;
+  data: unknown;
+  meta: EventMeta;
+  recordedAt: Date;
+}
+
+interface EventRow {
+  position: number;
+  tx: string;
+  stream_type: string;
+  stream_id: string;
+  version: number;
+  type: string;
+  data: unknown;
+  meta: EventMeta;
+  recorded_at: Date;
+}
+
+const toStoredEvent = (row: EventRow): StoredEvent => ({
+  position: row.position,
+  tx: row.tx,
+  streamType: row.stream_type,
+  streamId: row.stream_id,
+  version: row.version,
+  type: row.type,
+  data: row.data,
+  meta: row.meta,
+  recordedAt: row.recorded_at,
+});
+
+/** Appends events (any number of streams) and returns them with their positions, in input order. */
+export async function appendEvents(sql: SqlClient, events: readonly NewEvent[]): Promise<AppendedEvent[]> {
+  if (events.length === 0) return [];
+  try {
+    const { rows } = await sql.query<{
+      position: number;
+      stream_type: string;
+      stream_id: string;
+      version: number;
+      recorded_at: Date;
+    }>(APPEND_EVENTS, [
+      events.map((e) => e.streamType),
+      events.map((e) => e.streamId),
+      events.map((e) => e.version),
+      events.map((e) => e.type),
+      events.map((e) => JSON.stringify(e.data)),
+      events.map((e) => JSON.stringify(e.meta)),
+    ]);
+    const byKey = new Map(rows.map((row) => [`${row.stream_type}\u0000${row.stream_id}\u0000${row.version}`, row]));
+    return events.map((e) => {
+      const row = byKey.get(`${e.streamType}\u0000${e.streamId}\u0000${e.version}`)!;
+      return {
+        position: row.position,
+        streamType: e.streamType,
+        streamId: e.streamId,
+        version: e.version,
+        recordedAt: row.recorded_at,
+      };
+    });
+  } catch (error) {
+    const pgError = error as { code?: string; constraint?: string };
+    if (pgError.code === '23505' && pgError.constraint === 'event_stream_version_unique') {
+      const first = events[0]!;
+      throw new ConcurrencyError(`stream ${first.streamType}/${first.streamId} was appended to concurrently`, {
+        streamType: first.streamType,
+        streamId: first.streamId,
+        version: first.version,
+      });
+    }
+    throw error;
+  }
+}
+
+export async function streamVersion(sql: SqlClient, streamType: string, streamId: string): Promise<number> {
+  const { rows } = await sql.query<{ version: number }>(STREAM_VERSION, [streamType, streamId]);
+  return rows[0]?.version ?? 0;
+}
+
+export async function readStream(
+  sql: SqlClient,
+  streamType: string,
+  streamId: string,
+  options: { afterVersion?: number; until?: Date } = {},
+): Promise<StoredEvent[]> {
+  const { rows } = await sql.query<EventRow>(READ_STREAM, [
+    streamType,
+    streamId,
+    options.afterVersion ?? 0,
+    options.until ?? null,
+  ]);
+  return rows.map(toStoredEvent);
+}
+
+export interface LogCursor {
+  tx: string;
+  position: number;
+}
+
+export const LOG_START: LogCursor = { tx: '0', position: 0 };
+
+/** Reads the next committed events after `cursor` that no running transaction can still precede. */
+export async function readLogAfter(
+  sql: SqlClient,
+  cursor: LogCursor,
+  limit: number,
+  streamTypes?: readonly string[],
+): Promise<StoredEvent[]> {
+  const { rows } = await sql.query<EventRow>(READ_LOG_AFTER, [cursor.tx, cursor.position, limit, streamTypes ?? null]);
+  return rows.map(toStoredEvent);
+}

@@ -1,0 +1,248 @@
+/**
+ * Outbox queries: the writer's batched insert (inside the caller's transaction, invariant 1) and the
+ * relay's claim / mark-sent / schedule-retry / recover / prune statements (invariants 2, 3, 7).
+ *
+ * Claims lock rows with FOR UPDATE SKIP LOCKED inside a CTE (a plain `IN (SELECT … LIMIT n FOR
+ * UPDATE SKIP LOCKED)` may be re-evaluated and claim more than n) and lease them by moving both
+ * `locked_until` and `next_attempt_at` forward: a claimed row leaves the due range of the pending
+ * index, and a relay that dies mid-batch loses its rows back to the others when the lease expires.
+ * Each claim increments `attempts`, which doubles as the lease token: mark and retry statements
+ * only touch rows still pending with the attempt number they claimed.
+ */
+import type { SqlClient } from '../../ports/database.js';
+
+export const INSERT_OUTBOX = `
+  insert into outbox (message_id, event_position, sink, destination, routing_key, partition_key,
+                      headers, payload, priority)
+  select * from unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
+                       $7::jsonb[], $8::jsonb[], $9::smallint[])
+  returning id, message_id`;
+
+export const CLAIM_OUTBOX = `
+  with claimable as (
+    select id from outbox
+     where status = 'pending' and next_attempt_at <= now() and sink = any($4::text[])
+     order by priority, next_attempt_at, id
+     limit $1
+     for update skip locked
+  )
+  update outbox o
+     set attempts = o.attempts + 1,
+         locked_until = now() + make_interval(secs => $2),
+         next_attempt_at = now() + make_interval(secs => $2),
+         locked_by = $3
+    from claimable
+   where o.id = claimable.id
+  returning o.id, o.message_id, o.event_position, o.sink, o.destination, o.routing_key, o.partition_key,
+            o.headers, o.payload, o.priority, o.attempts, o.created_at, o.recovery_count`;
+
+export const MARK_SENT = `
+  update outbox o
+     set status = 'sent', sent_at = now(), locked_until = null, locked_by = null,
+         broker_ref = confirmed.broker_ref, last_error = null
+    from unnest($1::bigint[], $2::int[], $3::text[]) as confirmed(id, attempts, broker_ref)
+   where o.id = confirmed.id and o.status = 'pending' and o.attempts = confirmed.attempts
+  returning o.id`;
+
+export const SCHEDULE_RETRY = `
+  update outbox o
+     set status = case when o.attempts >= $4 then 'dead' else 'pending' end,
+         dead_at = case when o.attempts >= $4 then now() else null end,
+         next_attempt_at = now() + make_interval(secs => failed.delay_ms / 1000.0),
+         locked_until = null, locked_by = null,
+         last_error = left(failed.error, 2000)
+    from unnest($1::bigint[], $2::int[], $3::text[], $5::double precision[])
+           as failed(id, attempts, error, delay_ms)
+   where o.id = failed.id and o.status = 'pending' and o.attempts = failed.attempts
+  returning o.id, o.status`;
+
+/** Hands claimed rows back untouched (graceful shutdown before publishing): the attempt is not counted. */
+export const RELEASE_CLAIMS = `
+  update outbox o
+     set attempts = o.attempts - 1, next_attempt_at = now(), locked_until = null, locked_by = null
+    from unnest($1::bigint[], $2::int[]) as released(id, attempts)
+   where o.id = released.id and o.status = 'pending' and o.attempts = released.attempts`;
+
+export const RECOVER_DEAD = `
+  with recoverable as (
+    select id from outbox
+     where status = 'dead' and dead_at <= now() - make_interval(secs => $1) and recovery_count < $2
+     order by dead_at
+     limit $3
+     for update skip locked
+  )
+  update outbox o
+     set status = 'pending', attempts = 0, recovery_count = o.recovery_count + 1,
+         next_attempt_at = now(), dead_at = null
+    from recoverable
+   where o.id = recoverable.id and o.status = 'dead'
+  returning o.id`;
+
+export const PRUNE_SENT = `
+  with prunable as (
+    select id from outbox
+     where status = 'sent' and sent_at < now() - make_interval(hours => $1)
+     limit $2
+     for update skip locked
+  )
+  delete from outbox o using prunable where o.id = prunable.id`;
+
+/** Delay until the earliest pending row becomes due (null: none pending), by the database clock. */
+export const NEXT_DUE_IN_MS = `
+  select greatest(0, extract(epoch from (min(next_attempt_at) - now())) * 1000)::float8 as due_in_ms
+    from outbox where status = 'pending' and sink = any($1::text[])`;
+
+export const REQUEUE_DEAD_BY_ID = `
+  update outbox set status = 'pending', attempts = 0, next_attempt_at = now(), dead_at = null
+   where id = any($1::bigint[]) and status = 'dead'
+  returning id`;
+
+export type Sink = 'amqp' | 'kafka';
+
+export interface NewOutboxMessage {
+  messageId: string;
+  eventPosition: number;
+  sink: Sink;
+  destination: string;
+  routingKey?: string | null;
+  partitionKey?: string | null;
+  headers?: Record<string, string | number | boolean>;
+  payload: unknown;
+  priority?: number;
+}
+
+export interface ClaimedOutboxRow {
+  id: number;
+  messageId: string;
+  eventPosition: number;
+  sink: Sink;
+  destination: string;
+  routingKey: string | null;
+  partitionKey: string | null;
+  headers: Record<string, string | number | boolean>;
+  payload: unknown;
+  priority: number;
+  attempts: number;
+  createdAt: Date;
+  recoveryCount: number;
+}
+
+export async function insertOutbox(sql: SqlClient, messages: readonly NewOutboxMessage[]): Promise<void> {
+  if (messages.length === 0) return;
+  await sql.query(INSERT_OUTBOX, [
+    messages.map((m) => m.messageId),
+    messages.map((m) => m.eventPosition),
+    messages.map((m) => m.sink),
+    messages.map((m) => m.destination),
+    messages.map((m) => m.routingKey ?? null),
+    messages.map((m) => m.partitionKey ?? null),
+    messages.map((m) => JSON.stringify(m.headers ?? {})),
+    messages.map((m) => JSON.stringify(m.payload)),
+    messages.map((m) => m.priority ?? 3),
+  ]);
+}
+
+interface ClaimedRow {
+  id: number;
+  message_id: string;
+  event_position: number;
+  sink: Sink;
+  destination: string;
+  routing_key: string | null;
+  partition_key: string | null;
+  headers: Record<string, string | number | boolean>;
+  payload: unknown;
+  priority: number;
+  attempts: number;
+  created_at: Date;
+  recovery_count: number;
+}
+
+export async function claimOutbox(
+  sql: SqlClient,
+  params: { limit: number; lockSeconds: number; owner: string; sinks: readonly Sink[] },
+): Promise<ClaimedOutboxRow[]> {
+  const { rows } = await sql.query<ClaimedRow>(CLAIM_OUTBOX, [
+    params.limit,
+    params.lockSeconds,
+    params.owner,
+    params.sinks,
+  ]);
+  return rows
+    .map((row) => ({
+      id: row.id,
+      messageId: row.message_id,
+      eventPosition: row.event_position,
+      sink: row.sink,
+      destination: row.destination,
+      routingKey: row.routing_key,
+      partitionKey: row.partition_key,
+      headers: row.headers,
+      payload: row.payload,
+      priority: row.priority,
+      attempts: row.attempts,
+      createdAt: row.created_at,
+      recoveryCount: row.recovery_count,
+    }))
+    .sort((a, b) => a.priority - b.priority || a.id - b.id);
+}
+
+export async function markSent(
+  sql: SqlClient,
+  confirmed: readonly { id: number; attempts: number; brokerRef: string | null }[],
+): Promise<number> {
+  if (confirmed.length === 0) return 0;
+  const { rowCount } = await sql.query(MARK_SENT, [
+    confirmed.map((c) => c.id),
+    confirmed.map((c) => c.attempts),
+    confirmed.map((c) => c.brokerRef),
+  ]);
+  return rowCount;
+}
+
+export async function scheduleRetry(
+  sql: SqlClient,
+  failed: readonly { id: number; attempts: number; error: string; delayMs: number }[],
+  maxAttempts: number,
+): Promise<{ id: number; status: 'pending' | 'dead' }[]> {
+  if (failed.length === 0) return [];
+  const { rows } = await sql.query<{ id: number; status: 'pending' | 'dead' }>(SCHEDULE_RETRY, [
+    failed.map((f) => f.id),
+    failed.map((f) => f.attempts),
+    failed.map((f) => f.error),
+    maxAttempts,
+    failed.map((f) => f.delayMs),
+  ]);
+  return rows;
+}
+
+export async function releaseClaims(
+  sql: SqlClient,
+  claims: readonly { id: number; attempts: number }[],
+): Promise<void> {
+  if (claims.length === 0) return;
+  await sql.query(RELEASE_CLAIMS, [claims.map((c) => c.id), claims.map((c) => c.attempts)]);
+}
+
+export async function recoverDead(
+  sql: SqlClient,
+  params: { cooldownSeconds: number; maxRounds: number; limit: number },
+): Promise<number> {
+  const { rowCount } = await sql.query(RECOVER_DEAD, [params.cooldownSeconds, params.maxRounds, params.limit]);
+  return rowCount;
+}
+
+export async function pruneSent(sql: SqlClient, params: { retentionHours: number; limit: number }): Promise<number> {
+  const { rowCount } = await sql.query(PRUNE_SENT, [params.retentionHours, params.limit]);
+  return rowCount;
+}
+
+export async function nextDueInMs(sql: SqlClient, sinks: readonly Sink[]): Promise<number | null> {
+  const { rows } = await sql.query<{ due_in_ms: number | null }>(NEXT_DUE_IN_MS, [sinks]);
+  return rows[0]?.due_in_ms ?? null;
+}
+
+export async function requeueDead(sql: SqlClient, ids: readonly number[]): Promise<number[]> {
+  const { rows } = await sql.query<{ id: number }>(REQUEUE_DEAD_BY_ID, [ids]);
+  return rows.map((row) => row.id);
+}

@@ -1,0 +1,144 @@
+/**
+ * The one place that reads configuration. `loadConfig(env)` validates every setting with zod and
+ * returns a frozen object; an invalid value stops startup with a ConfigError naming the variable.
+ * Nothing else in Herald reads `process.env`.
+ */
+import { z } from 'zod';
+import { ConfigError } from './errors.js';
+
+const identifier = z
+  .string()
+  .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lowercase SQL identifier (a-z, 0-9, _; at most 63 chars)');
+const positiveInt = z.coerce.number().int().positive();
+const nonNegativeInt = z.coerce.number().int().nonnegative();
+const url = (protocols: string[]) =>
+  z
+    .string()
+    .url()
+    .refine((value) => protocols.some((p) => value.startsWith(`${p}://`)), {
+      message: `must start with ${protocols.map((p) => `${p}://`).join(' or ')}`,
+    });
+
+/** Environment variable → validator. Keys are the variable names, so errors name the field exactly. */
+const envSchema = z.object({
+  DATABASE_URL: url(['postgres', 'postgresql']),
+  HERALD_SCHEMA: identifier.default('herald'),
+  HERALD_DB_POOL_SIZE: positiveInt.default(10),
+  AMQP_URL: url(['amqp', 'amqps']).optional(),
+  HERALD_AMQP_QUEUE_TYPE: z.enum(['quorum', 'classic']).default('quorum'),
+  REDIS_URL: url(['redis', 'rediss']).optional(),
+  KAFKA_BROKERS: z
+    .string()
+    .regex(/^[^,\s]+:\d+(,[^,\s]+:\d+)*$/, 'must be host:port[,host:port…]')
+    .optional(),
+  HERALD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  HERALD_POD: z.string().min(1).optional(),
+
+  HERALD_RELAY_BATCH_SIZE: positiveInt.max(10_000).default(500),
+  HERALD_RELAY_IN_FLIGHT: positiveInt.max(100_000).default(2_000),
+  HERALD_RELAY_LOCK_SECONDS: positiveInt.default(30),
+  HERALD_RELAY_MAX_ATTEMPTS: positiveInt.default(5),
+  HERALD_RELAY_BACKOFF_BASE_MS: positiveInt.default(1_000),
+  HERALD_RELAY_BACKOFF_MAX_MS: positiveInt.default(300_000),
+  HERALD_RELAY_IDLE_POLL_MS: positiveInt.default(5_000),
+  HERALD_RELAY_RECOVERY_COOLDOWN_SECONDS: nonNegativeInt.default(600),
+  HERALD_RELAY_RECOVERY_MAX_ROUNDS: nonNegativeInt.default(3),
+  HERALD_RELAY_RETENTION_HOURS: nonNegativeInt.default(168),
+  HERALD_NOTIFY_COALESCE_MS: nonNegativeInt.default(20),
+
+  HERALD_CONSUMER_PREFETCH: positiveInt.max(65_535).default(32),
+  HERALD_CONSUMER_MAX_ATTEMPTS: positiveInt.default(5),
+  HERALD_CONSUMER_RETRY_DELAY_MS: positiveInt.default(10_000),
+});
+
+export type HeraldEnv = z.infer<typeof envSchema>;
+
+export interface HeraldConfig {
+  readonly databaseUrl: string;
+  readonly schema: string;
+  readonly dbPoolSize: number;
+  readonly amqpUrl: string | undefined;
+  readonly amqpQueueType: 'quorum' | 'classic';
+  readonly redisUrl: string | undefined;
+  readonly kafkaBrokers: readonly string[];
+  readonly logLevel: HeraldEnv['HERALD_LOG_LEVEL'];
+  readonly pod: string;
+  readonly relay: RelaySettings;
+  readonly notifyCoalesceMs: number;
+  readonly consumer: ConsumerSettings;
+}
+
+export interface RelaySettings {
+  readonly batchSize: number;
+  readonly inFlight: number;
+  readonly lockSeconds: number;
+  readonly maxAttempts: number;
+  readonly backoffBaseMs: number;
+  readonly backoffMaxMs: number;
+  readonly idlePollMs: number;
+  readonly recoveryCooldownSeconds: number;
+  readonly recoveryMaxRounds: number;
+  readonly retentionHours: number;
+}
+
+export interface ConsumerSettings {
+  readonly prefetch: number;
+  readonly maxAttempts: number;
+  readonly retryDelayMs: number;
+}
+
+function deepFreeze<T extends object>(value: T): Readonly<T> {
+  for (const inner of Object.values(value)) {
+    if (inner && typeof inner === 'object' && !Object.isFrozen(inner)) deepFreeze(inner);
+  }
+  return Object.freeze(value);
+}
+
+/** Validates the environment. Throws ConfigError naming the first invalid variable. */
+export function loadConfig(env: Record<string, string | undefined>, defaults: { pod?: string } = {}): HeraldConfig {
+  // Empty strings count as unset, as most deployment tools cannot express "unset".
+  const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
+  const parsed = envSchema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const field = String(issue.path[0] ?? 'environment');
+    const reason = issue.code === 'invalid_type' && present[field] === undefined ? 'is required' : issue.message;
+    throw new ConfigError(field, reason);
+  }
+  const e = parsed.data;
+  if (e.HERALD_RELAY_BACKOFF_MAX_MS < e.HERALD_RELAY_BACKOFF_BASE_MS) {
+    throw new ConfigError('HERALD_RELAY_BACKOFF_MAX_MS', 'must be >= HERALD_RELAY_BACKOFF_BASE_MS');
+  }
+  return deepFreeze({
+    databaseUrl: e.DATABASE_URL,
+    schema: e.HERALD_SCHEMA,
+    dbPoolSize: e.HERALD_DB_POOL_SIZE,
+    amqpUrl: e.AMQP_URL,
+    amqpQueueType: e.HERALD_AMQP_QUEUE_TYPE,
+    redisUrl: e.REDIS_URL,
+    kafkaBrokers: e.KAFKA_BROKERS ? e.KAFKA_BROKERS.split(',') : [],
+    logLevel: e.HERALD_LOG_LEVEL,
+    pod: e.HERALD_POD ?? defaults.pod ?? `herald-${process.pid}`,
+    relay: {
+      batchSize: e.HERALD_RELAY_BATCH_SIZE,
+      inFlight: e.HERALD_RELAY_IN_FLIGHT,
+      lockSeconds: e.HERALD_RELAY_LOCK_SECONDS,
+      maxAttempts: e.HERALD_RELAY_MAX_ATTEMPTS,
+      backoffBaseMs: e.HERALD_RELAY_BACKOFF_BASE_MS,
+      backoffMaxMs: e.HERALD_RELAY_BACKOFF_MAX_MS,
+      idlePollMs: e.HERALD_RELAY_IDLE_POLL_MS,
+      recoveryCooldownSeconds: e.HERALD_RELAY_RECOVERY_COOLDOWN_SECONDS,
+      recoveryMaxRounds: e.HERALD_RELAY_RECOVERY_MAX_ROUNDS,
+      retentionHours: e.HERALD_RELAY_RETENTION_HOURS,
+    },
+    notifyCoalesceMs: e.HERALD_NOTIFY_COALESCE_MS,
+    consumer: {
+      prefetch: e.HERALD_CONSUMER_PREFETCH,
+      maxAttempts: e.HERALD_CONSUMER_MAX_ATTEMPTS,
+      retryDelayMs: e.HERALD_CONSUMER_RETRY_DELAY_MS,
+    },
+  });
+}
+
+/** Documented settings, for `herald config` and the README. */
+export const CONFIG_VARIABLES = Object.keys(envSchema.shape);

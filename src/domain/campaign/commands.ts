@@ -1,0 +1,235 @@
+/**
+ * Campaign commands: what callers (API, scanner, reaper, workers, recovery jobs) ask a campaign to do.
+ * Each command names its campaign and carries `now`, the database time read by the command handler
+ * (invariant 6: the decider never reads a clock). Schemas are strict: an unknown field is a typo, not
+ * something to ignore. Rules that need only the command itself (castType for LINE, deadline after
+ * startAt, a new startAt in the future) live here; rules that need the state live in decide.ts.
+ */
+import { z } from 'zod';
+import { ValidationError } from '../../errors.js';
+import { CAMPAIGN_CHANNELS, CAST_TYPES } from './status.js';
+import { instantInput, ms } from './time.js';
+
+const campaignId = z.uuid().transform((id) => id.toLowerCase());
+const text = (max: number) => z.string().trim().min(1, 'must not be empty').max(max);
+const identifier = text(200);
+const reason = text(1000);
+/** A claim epoch as carried by a claim's messages; the first claim has epoch 1. */
+const epoch = z.number().int().positive();
+
+const base = { campaignId, now: instantInput };
+
+type Ctx = z.RefinementCtx;
+
+function deadlineAfterStart(startAt: string | null | undefined, deadline: string | null | undefined, ctx: Ctx) {
+  if (deadline == null) return;
+  if (startAt == null) {
+    ctx.addIssue({ code: 'custom', path: ['dispatchDeadline'], message: 'a dispatchDeadline needs a startAt' });
+  } else if (ms(deadline) <= ms(startAt)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['dispatchDeadline'],
+      message: `dispatchDeadline ${deadline} must be after startAt ${startAt}`,
+    });
+  }
+}
+
+function startInFuture(startAt: string, now: string, ctx: Ctx) {
+  if (ms(startAt) <= ms(now)) {
+    ctx.addIssue({ code: 'custom', path: ['startAt'], message: `startAt ${startAt} must be after now (${now})` });
+  }
+}
+
+const createCampaign = z
+  .strictObject({
+    type: z.literal('CreateCampaign'),
+    ...base,
+    /** 'draft': inline create (seed 003 inline, seed 000 CMS). 'building': a CSV upload still being read. */
+    mode: z.enum(['draft', 'building']),
+    organizationId: identifier,
+    channel: z.enum(CAMPAIGN_CHANNELS),
+    castType: z.enum(CAST_TYPES).nullish(),
+    audienceId: identifier.nullish(),
+    lineOaId: identifier.nullish(),
+    name: text(200),
+    startAt: instantInput.nullish(),
+    dispatchDeadline: instantInput.nullish(),
+    idempotencyKey: identifier.nullish(),
+  })
+  .superRefine((c, ctx) => {
+    if (c.channel === 'line') {
+      if (c.castType == null) ctx.addIssue({ code: 'custom', path: ['castType'], message: 'required for line' });
+      if (c.lineOaId == null) ctx.addIssue({ code: 'custom', path: ['lineOaId'], message: 'required for line' });
+      if (c.castType === 'multicast' && c.audienceId == null) {
+        ctx.addIssue({ code: 'custom', path: ['audienceId'], message: 'required for a line multicast' });
+      }
+    } else {
+      for (const field of ['castType', 'audienceId', 'lineOaId'] as const) {
+        if (c[field] != null) ctx.addIssue({ code: 'custom', path: [field], message: 'only for line campaigns' });
+      }
+    }
+    deadlineAfterStart(c.startAt, c.dispatchDeadline, ctx);
+  });
+
+const activateCampaign = z.strictObject({ type: z.literal('ActivateCampaign'), ...base });
+
+/**
+ * `dispatchDeadline` on Schedule/Reschedule/Defer: a value replaces the deadline, `null` clears it,
+ * omitted keeps the current one (decide rejects a kept deadline that would fall before the new startAt).
+ */
+const scheduleCampaign = z
+  .strictObject({
+    type: z.literal('ScheduleCampaign'),
+    ...base,
+    startAt: instantInput,
+    dispatchDeadline: instantInput.nullable().optional(),
+  })
+  .superRefine((c, ctx) => {
+    startInFuture(c.startAt, c.now, ctx);
+    deadlineAfterStart(c.startAt, c.dispatchDeadline, ctx);
+  });
+
+const sendNow = z.strictObject({ type: z.literal('SendNow'), ...base });
+
+const claimCampaign = z.strictObject({ type: z.literal('ClaimCampaign'), ...base });
+
+const reclaimCampaign = z.strictObject({
+  type: z.literal('ReclaimCampaign'),
+  ...base,
+  /** The claim is stale when `now - claimedAt > staleAfterMs` (seed 000: 15 minutes). */
+  staleAfterMs: z.number().int().positive(),
+  reason: reason.optional(),
+});
+
+const heartbeat = z.strictObject({ type: z.literal('Heartbeat'), ...base, epoch });
+
+const completeCampaign = z.strictObject({ type: z.literal('CompleteCampaign'), ...base, epoch });
+
+const failCampaign = z.strictObject({
+  type: z.literal('FailCampaign'),
+  ...base,
+  reason,
+  /** Required when failing a DISPATCHING campaign (the claim's epoch); must be omitted otherwise. */
+  epoch: epoch.optional(),
+});
+
+const finishPartially = z.strictObject({ type: z.literal('FinishPartially'), ...base, epoch });
+
+/** The claim holder puts its campaign back to SCHEDULED at a later time (seed 003: promotional window closed). */
+const deferCampaign = z
+  .strictObject({
+    type: z.literal('DeferCampaign'),
+    ...base,
+    epoch,
+    startAt: instantInput,
+    dispatchDeadline: instantInput.nullable().optional(),
+    reason,
+  })
+  .superRefine((c, ctx) => {
+    startInFuture(c.startAt, c.now, ctx);
+    deadlineAfterStart(c.startAt, c.dispatchDeadline, ctx);
+  });
+
+const pauseCampaign = z.strictObject({ type: z.literal('PauseCampaign'), ...base });
+
+const resumeCampaign = z.strictObject({ type: z.literal('ResumeCampaign'), ...base });
+
+const rescheduleCampaign = z
+  .strictObject({
+    type: z.literal('RescheduleCampaign'),
+    ...base,
+    startAt: instantInput,
+    dispatchDeadline: instantInput.nullable().optional(),
+  })
+  .superRefine((c, ctx) => {
+    startInFuture(c.startAt, c.now, ctx);
+    deadlineAfterStart(c.startAt, c.dispatchDeadline, ctx);
+  });
+
+const cancelCampaign = z.strictObject({ type: z.literal('CancelCampaign'), ...base, reason: reason.optional() });
+
+const settleCancellation = z.strictObject({ type: z.literal('SettleCancellation'), ...base });
+
+const expireCampaign = z.strictObject({ type: z.literal('ExpireCampaign'), ...base });
+
+const requeueCampaign = z.strictObject({
+  type: z.literal('RequeueCampaign'),
+  ...base,
+  reason: reason.optional(),
+});
+
+const resendFailed = z.strictObject({ type: z.literal('ResendFailed'), ...base });
+
+const deleteCampaign = z.strictObject({ type: z.literal('DeleteCampaign'), ...base });
+
+export const campaignCommandSchema = z.discriminatedUnion('type', [
+  createCampaign,
+  activateCampaign,
+  scheduleCampaign,
+  sendNow,
+  claimCampaign,
+  reclaimCampaign,
+  heartbeat,
+  completeCampaign,
+  failCampaign,
+  finishPartially,
+  deferCampaign,
+  pauseCampaign,
+  resumeCampaign,
+  rescheduleCampaign,
+  cancelCampaign,
+  settleCancellation,
+  expireCampaign,
+  requeueCampaign,
+  resendFailed,
+  deleteCampaign,
+]);
+
+/** What callers pass (times as Date or ISO string). */
+export type CampaignCommand = z.input<typeof campaignCommandSchema>;
+/** What decide works with after validation (times canonical ISO UTC, ids trimmed / lower-cased). */
+export type ParsedCampaignCommand = z.output<typeof campaignCommandSchema>;
+export type CampaignCommandType = CampaignCommand['type'];
+
+export type CreateCampaign = z.input<typeof createCampaign>;
+export type ActivateCampaign = z.input<typeof activateCampaign>;
+export type ScheduleCampaign = z.input<typeof scheduleCampaign>;
+export type SendNow = z.input<typeof sendNow>;
+export type ClaimCampaign = z.input<typeof claimCampaign>;
+export type ReclaimCampaign = z.input<typeof reclaimCampaign>;
+export type Heartbeat = z.input<typeof heartbeat>;
+export type CompleteCampaign = z.input<typeof completeCampaign>;
+export type FailCampaign = z.input<typeof failCampaign>;
+export type FinishPartially = z.input<typeof finishPartially>;
+export type DeferCampaign = z.input<typeof deferCampaign>;
+export type PauseCampaign = z.input<typeof pauseCampaign>;
+export type ResumeCampaign = z.input<typeof resumeCampaign>;
+export type RescheduleCampaign = z.input<typeof rescheduleCampaign>;
+export type CancelCampaign = z.input<typeof cancelCampaign>;
+export type SettleCancellation = z.input<typeof settleCancellation>;
+export type ExpireCampaign = z.input<typeof expireCampaign>;
+export type RequeueCampaign = z.input<typeof requeueCampaign>;
+export type ResendFailed = z.input<typeof resendFailed>;
+export type DeleteCampaign = z.input<typeof deleteCampaign>;
+
+export const CAMPAIGN_COMMAND_TYPES = campaignCommandSchema.options.map(
+  (option) => option.shape.type.value,
+) as readonly CampaignCommandType[];
+
+/** Validates a command (e.g. an API body); throws ValidationError naming every problem. */
+export function parseCampaignCommand(raw: unknown): ParsedCampaignCommand {
+  const result = campaignCommandSchema.safeParse(raw);
+  if (result.success) return result.data;
+  const type =
+    typeof raw === 'object' && raw !== null && 'type' in raw && typeof raw.type === 'string'
+      ? raw.type
+      : 'campaign command';
+  throw new ValidationError(`invalid ${type}: ${formatIssues(result.error.issues)}`, {
+    command: type,
+    issues: result.error.issues.map((issue) => ({ path: issue.path.map(String), message: issue.message })),
+  });
+}
+
+export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
+  return issues.map((issue) => `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`).join('; ');
+}

@@ -1,0 +1,140 @@
+/**
+ * The generic command handler (invariant 1: one transaction per transition). For a pure decider it
+ * loads the state row, reads `now()` from the database (invariant 6) into the command, runs `decide`,
+ * folds the new events with `evolve`, and in ONE transaction appends the events at the expected
+ * version, updates the state row (the inline projection) and inserts the outbox rows the events
+ * cause. Any throw rolls all three back. After commit it signals the relay (coalesced NOTIFY).
+ */
+import { randomUUID } from 'node:crypto';
+import { type AppendedEvent, type EventMeta, appendEvents } from '../adapters/postgres/event-queries.js';
+import type { NewOutboxMessage } from '../adapters/postgres/outbox-queries.js';
+import type { Decider, DomainEvent } from '../domain/decider.js';
+import { ConcurrencyError } from '../errors.js';
+import { type OutboxMessageSpec, toOutboxRows, writeOutbox } from '../outbox/outbox-writer.js';
+import type { Database, SqlClient } from '../ports/database.js';
+import { type WakeupSignal, channels } from '../ports/wakeups.js';
+
+/** The inline projection of one aggregate type: its state table. */
+export interface StateStore<State> {
+  load(sql: SqlClient, streamId: string): Promise<{ state: State; version: number } | null>;
+  /**
+   * Inserts (expectedVersion 0) or updates the row guarded by `version = expectedVersion`;
+   * must throw ConcurrencyError when no row matched.
+   */
+  save(sql: SqlClient, streamId: string, state: State, version: number, expectedVersion: number): Promise<void>;
+}
+
+export interface Aggregate<State, Command, Event extends DomainEvent> {
+  readonly streamType: string;
+  readonly decider: Decider<State, Command, Event>;
+  readonly store: StateStore<State>;
+  /** Messages an event causes, given the state right after it. */
+  readonly messagesFor?: (context: { streamId: string; event: Event; state: State; version: number }) =>
+    | OutboxMessageSpec[]
+    | undefined;
+}
+
+export interface CommandOptions {
+  meta?: EventMeta;
+  /** Fail with ConcurrencyError unless the stream is at this version (no retry). */
+  expectedVersion?: number;
+  /** Retries on ConcurrencyError from a fresh load when no expectedVersion is given. Default 3. */
+  maxConflictRetries?: number;
+}
+
+export interface CommandResult<State, Event> {
+  streamId: string;
+  events: Event[];
+  appended: AppendedEvent[];
+  state: State;
+  version: number;
+  outbox: NewOutboxMessage[];
+}
+
+export interface CommandHandlerDeps {
+  db: Database;
+  wakeups?: WakeupSignal;
+  pod?: string;
+}
+
+const NOW = 'select now() as now';
+
+export async function databaseNow(sql: SqlClient): Promise<Date> {
+  const { rows } = await sql.query<{ now: Date }>(NOW);
+  return rows[0]!.now;
+}
+
+export class CommandHandler {
+  constructor(private readonly deps: CommandHandlerDeps) {}
+
+  /** Runs a command against one stream; `makeCommand` receives the transaction's database time. */
+  async handle<State, Command, Event extends DomainEvent>(
+    aggregate: Aggregate<State, Command, Event>,
+    streamId: string,
+    makeCommand: (now: Date) => Command,
+    options: CommandOptions = {},
+  ): Promise<CommandResult<State, Event>> {
+    const retries = options.expectedVersion === undefined ? (options.maxConflictRetries ?? 3) : 0;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const result = await this.deps.db.transaction((tx) =>
+          this.handleInTransaction(tx, aggregate, streamId, makeCommand, options),
+        );
+        if (result.outbox.length > 0) this.deps.wakeups?.signal(channels.outbox(this.deps.db.schema));
+        return result;
+      } catch (error) {
+        if (error instanceof ConcurrencyError && attempt < retries) continue;
+        throw error;
+      }
+    }
+  }
+
+  /** The same, inside a transaction the caller owns (it must signal the relay after its commit). */
+  async handleInTransaction<State, Command, Event extends DomainEvent>(
+    tx: SqlClient,
+    aggregate: Aggregate<State, Command, Event>,
+    streamId: string,
+    makeCommand: (now: Date) => Command,
+    options: CommandOptions = {},
+  ): Promise<CommandResult<State, Event>> {
+    const { decider, store, streamType } = aggregate;
+    const now = await databaseNow(tx);
+    const loaded = await store.load(tx, streamId);
+    const current = loaded?.state ?? decider.initialState();
+    const version = loaded?.version ?? 0;
+    if (options.expectedVersion !== undefined && options.expectedVersion !== version) {
+      throw new ConcurrencyError(`stream ${streamType}/${streamId} is at version ${version}`, {
+        streamType,
+        streamId,
+        expectedVersion: options.expectedVersion,
+        actualVersion: version,
+      });
+    }
+    const events = decider.decide(makeCommand(now), current);
+    if (events.length === 0) return { streamId, events, appended: [], state: current, version, outbox: [] };
+
+    const meta: EventMeta = { correlationId: randomUUID(), pod: this.deps.pod, ...options.meta };
+    const appended = await appendEvents(
+      tx,
+      events.map((event, index) => ({
+        streamType,
+        streamId,
+        version: version + index + 1,
+        type: event.type,
+        data: event.data,
+        meta,
+      })),
+    );
+    let state = current;
+    const outbox: NewOutboxMessage[] = [];
+    for (const [index, event] of events.entries()) {
+      state = decider.evolve(state, event);
+      const specs = aggregate.messagesFor?.({ streamId, event, state, version: version + index + 1 }) ?? [];
+      const origin = { eventPosition: appended[index]!.position, eventType: event.type, streamType, streamId, meta };
+      outbox.push(...toOutboxRows(origin, specs));
+    }
+    await store.save(tx, streamId, state, version + events.length, version);
+    await writeOutbox(tx, outbox);
+    return { streamId, events, appended, state, version: version + events.length, outbox };
+  }
+}

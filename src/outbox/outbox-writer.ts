@@ -1,0 +1,67 @@
+/**
+ * Turns "this event causes these messages" into outbox rows written in the caller's transaction
+ * (invariant 1). Each row gets its stable `message_id` here, once (invariant 4); the relay, never
+ * business code, publishes it (invariant 2). Standard headers carry the ids every consumer and log
+ * line needs: message id, event type, stream, correlation id.
+ */
+import { randomUUID } from 'node:crypto';
+import type { EventMeta } from '../adapters/postgres/event-queries.js';
+import { type NewOutboxMessage, type Sink, insertOutbox } from '../adapters/postgres/outbox-queries.js';
+import type { SqlClient } from '../ports/database.js';
+
+export interface OutboxMessageSpec {
+  /** Defaults to 'amqp'. */
+  sink?: Sink;
+  /** AMQP: the queue (published through the default exchange) or, with routingKey, the exchange. Kafka: the topic. */
+  destination: string;
+  routingKey?: string;
+  /** Kafka message key / per-key ordering; defaults to the stream id. */
+  partitionKey?: string;
+  headers?: Record<string, string | number | boolean>;
+  payload: unknown;
+  /** 0 (first) … 9; default 3. Reporting-style traffic uses 5 so it never blocks dispatch. */
+  priority?: number;
+}
+
+export interface MessageOrigin {
+  eventPosition: number;
+  eventType: string;
+  streamType: string;
+  streamId: string;
+  meta: EventMeta;
+}
+
+export const HEADER = {
+  eventType: 'x-herald-event-type',
+  streamType: 'x-herald-stream-type',
+  streamId: 'x-herald-stream-id',
+  correlationId: 'x-correlation-id',
+  causationId: 'x-causation-id',
+} as const;
+
+export function toOutboxRows(origin: MessageOrigin, specs: readonly OutboxMessageSpec[]): NewOutboxMessage[] {
+  return specs.map((spec) => ({
+    messageId: randomUUID(),
+    eventPosition: origin.eventPosition,
+    sink: spec.sink ?? 'amqp',
+    destination: spec.destination,
+    routingKey: spec.routingKey ?? null,
+    partitionKey: spec.partitionKey ?? origin.streamId,
+    headers: {
+      [HEADER.eventType]: origin.eventType,
+      [HEADER.streamType]: origin.streamType,
+      [HEADER.streamId]: origin.streamId,
+      ...(origin.meta.correlationId ? { [HEADER.correlationId]: origin.meta.correlationId } : {}),
+      ...(origin.meta.causationId ? { [HEADER.causationId]: origin.meta.causationId } : {}),
+      ...spec.headers,
+    },
+    payload: spec.payload,
+    priority: spec.priority ?? 3,
+  }));
+}
+
+/** Writes outbox rows inside `tx`. Returns how many were written, so callers know to wake the relay. */
+export async function writeOutbox(tx: SqlClient, rows: readonly NewOutboxMessage[]): Promise<number> {
+  await insertOutbox(tx, rows);
+  return rows.length;
+}

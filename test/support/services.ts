@@ -1,0 +1,77 @@
+/**
+ * Test fixtures on the real services started by scripts/services (npm test exports their URLs).
+ * Each test file gets a fresh database (graphile-worker style) migrated with the real migrator, so
+ * files run in parallel without sharing rows; broker resources get unique names per test.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { createDatabase } from '../../src/adapters/postgres/database.js';
+import { migrate } from '../../src/adapters/postgres/migrator.js';
+import { type HeraldConfig, loadConfig } from '../../src/config.js';
+import type { Database } from '../../src/ports/database.js';
+
+export function requireEnv(name: 'DATABASE_URL' | 'AMQP_URL' | 'REDIS_URL' | 'KAFKA_BROKERS'): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run the tests with \`npm test\`, which starts the services`);
+  return value;
+}
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${randomBytes(5).toString('hex')}`;
+}
+
+export interface TestDatabase {
+  url: string;
+  schema: string;
+  db: Database;
+  config: (overrides?: Record<string, string>) => HeraldConfig;
+  drop: () => Promise<void>;
+}
+
+function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+export async function createTestDatabase(options: { schema?: string; migrate?: boolean } = {}): Promise<TestDatabase> {
+  const adminUrl = requireEnv('DATABASE_URL');
+  const name = uniqueName('herald_test');
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = withDatabase(adminUrl, name);
+  const schema = options.schema ?? 'herald';
+  if (options.migrate ?? true) await migrate({ url, schema });
+  const db = createDatabase({ url, schema, poolSize: 20 });
+  const config = (overrides: Record<string, string> = {}) =>
+    loadConfig({
+      DATABASE_URL: url,
+      HERALD_SCHEMA: schema,
+      AMQP_URL: process.env.AMQP_URL,
+      REDIS_URL: process.env.REDIS_URL,
+      KAFKA_BROKERS: process.env.KAFKA_BROKERS,
+      HERALD_LOG_LEVEL: process.env.HERALD_LOG_LEVEL ?? 'silent',
+      ...overrides,
+    });
+  return {
+    url,
+    schema,
+    db,
+    config,
+    drop: async () => {
+      await db.close();
+      const cleanup = new pg.Client({ connectionString: adminUrl });
+      await cleanup.connect();
+      try {
+        await cleanup.query(`drop database if exists ${name} with (force)`);
+      } finally {
+        await cleanup.end();
+      }
+    },
+  };
+}
