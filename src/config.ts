@@ -95,14 +95,20 @@ function deepFreeze<T extends object>(value: T): Readonly<T> {
 }
 
 /** Validates the environment. Throws ConfigError naming the first invalid variable. */
-export function loadConfig(env: Record<string, string | undefined>, defaults: { pod?: string } = {}): HeraldConfig {
+export function loadConfig(
+  env: Record<string, string | undefined>,
+  defaults: { pod?: string } = {},
+): HeraldConfig {
   // Empty strings count as unset, as most deployment tools cannot express "unset".
-  const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
+  const present = Object.fromEntries(
+    Object.entries(env).filter(([, value]) => value !== undefined && value !== ''),
+  );
   const parsed = envSchema.safeParse(present);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const field = String(issue.path[0] ?? 'environment');
-    const reason = issue.code === 'invalid_type' && present[field] === undefined ? 'is required' : issue.message;
+    const reason =
+      issue.code === 'invalid_type' && present[field] === undefined ? 'is required' : issue.message;
     throw new ConfigError(field, reason);
   }
   const e = parsed.data;

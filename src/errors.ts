@@ -20,7 +20,12 @@ export class HeraldError extends Error {
   readonly code: HeraldErrorCode;
   readonly details: Record<string, unknown>;
 
-  constructor(code: HeraldErrorCode, message: string, details: Record<string, unknown> = {}, cause?: unknown) {
+  constructor(
+    code: HeraldErrorCode,
+    message: string,
+    details: Record<string, unknown> = {},
+    cause?: unknown,
+  ) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = new.target.name;
     this.code = code;

@@ -2,7 +2,7 @@
  * pino JSON logger. Lines about a message carry `correlationId`, `aggregateId` (stream id) and
  * `messageId`, bound through `logger.child({...})` at the point where those ids are known.
  */
-import { pino, type Logger } from 'pino';
+import { type Logger, pino } from 'pino';
 
 export type { Logger };
 

@@ -6,13 +6,13 @@
  * cause. Any throw rolls all three back. After commit it signals the relay (coalesced NOTIFY).
  */
 import { randomUUID } from 'node:crypto';
-import { type AppendedEvent, type EventMeta, appendEvents } from '../adapters/postgres/event-queries.js';
+import { type AppendedEvent, appendEvents, type EventMeta } from '../adapters/postgres/event-queries.js';
 import type { NewOutboxMessage } from '../adapters/postgres/outbox-queries.js';
 import type { Decider, DomainEvent } from '../domain/decider.js';
 import { ConcurrencyError } from '../errors.js';
 import { type OutboxMessageSpec, toOutboxRows, writeOutbox } from '../outbox/outbox-writer.js';
 import type { Database, SqlClient } from '../ports/database.js';
-import { type WakeupSignal, channels } from '../ports/wakeups.js';
+import { channels, type WakeupSignal } from '../ports/wakeups.js';
 
 /** The inline projection of one aggregate type: its state table. */
 export interface StateStore<State> {
@@ -21,7 +21,13 @@ export interface StateStore<State> {
    * Inserts (expectedVersion 0) or updates the row guarded by `version = expectedVersion`;
    * must throw ConcurrencyError when no row matched.
    */
-  save(sql: SqlClient, streamId: string, state: State, version: number, expectedVersion: number): Promise<void>;
+  save(
+    sql: SqlClient,
+    streamId: string,
+    state: State,
+    version: number,
+    expectedVersion: number,
+  ): Promise<void>;
 }
 
 export interface Aggregate<State, Command, Event extends DomainEvent> {
@@ -29,9 +35,12 @@ export interface Aggregate<State, Command, Event extends DomainEvent> {
   readonly decider: Decider<State, Command, Event>;
   readonly store: StateStore<State>;
   /** Messages an event causes, given the state right after it. */
-  readonly messagesFor?: (context: { streamId: string; event: Event; state: State; version: number }) =>
-    | OutboxMessageSpec[]
-    | undefined;
+  readonly messagesFor?: (context: {
+    streamId: string;
+    event: Event;
+    state: State;
+    version: number;
+  }) => OutboxMessageSpec[] | undefined;
 }
 
 export interface CommandOptions {
@@ -67,9 +76,22 @@ export async function databaseNow(sql: SqlClient): Promise<Date> {
 export class CommandHandler {
   constructor(private readonly deps: CommandHandlerDeps) {}
 
-  /** Runs a command against one stream; `makeCommand` receives the transaction's database time. */
-  async handle<State, Command, Event extends DomainEvent>(
+  /** Binds an aggregate type, so commands are checked against its command union. */
+  for<State, Command, Event extends DomainEvent>(
     aggregate: Aggregate<State, Command, Event>,
+  ): AggregateCommands<State, Command, Event> {
+    return new AggregateCommands(this.deps, aggregate);
+  }
+}
+
+export class AggregateCommands<State, Command, Event extends DomainEvent> {
+  constructor(
+    private readonly deps: CommandHandlerDeps,
+    readonly aggregate: Aggregate<State, Command, Event>,
+  ) {}
+
+  /** Runs a command against one stream; `makeCommand` receives the transaction's database time. */
+  async handle(
     streamId: string,
     makeCommand: (now: Date) => Command,
     options: CommandOptions = {},
@@ -78,7 +100,7 @@ export class CommandHandler {
     for (let attempt = 0; ; attempt++) {
       try {
         const result = await this.deps.db.transaction((tx) =>
-          this.handleInTransaction(tx, aggregate, streamId, makeCommand, options),
+          this.handleInTransaction(tx, streamId, makeCommand, options),
         );
         if (result.outbox.length > 0) this.deps.wakeups?.signal(channels.outbox(this.deps.db.schema));
         return result;
@@ -90,14 +112,13 @@ export class CommandHandler {
   }
 
   /** The same, inside a transaction the caller owns (it must signal the relay after its commit). */
-  async handleInTransaction<State, Command, Event extends DomainEvent>(
+  async handleInTransaction(
     tx: SqlClient,
-    aggregate: Aggregate<State, Command, Event>,
     streamId: string,
     makeCommand: (now: Date) => Command,
     options: CommandOptions = {},
   ): Promise<CommandResult<State, Event>> {
-    const { decider, store, streamType } = aggregate;
+    const { decider, store, streamType } = this.aggregate;
     const now = await databaseNow(tx);
     const loaded = await store.load(tx, streamId);
     const current = loaded?.state ?? decider.initialState();
@@ -129,8 +150,15 @@ export class CommandHandler {
     const outbox: NewOutboxMessage[] = [];
     for (const [index, event] of events.entries()) {
       state = decider.evolve(state, event);
-      const specs = aggregate.messagesFor?.({ streamId, event, state, version: version + index + 1 }) ?? [];
-      const origin = { eventPosition: appended[index]!.position, eventType: event.type, streamType, streamId, meta };
+      const specs =
+        this.aggregate.messagesFor?.({ streamId, event, state, version: version + index + 1 }) ?? [];
+      const origin = {
+        eventPosition: appended[index]!.position,
+        eventType: event.type,
+        streamType,
+        streamId,
+        meta,
+      };
       outbox.push(...toOutboxRows(origin, specs));
     }
     await store.save(tx, streamId, state, version + events.length, version);

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { EventMeta } from '../adapters/postgres/event-queries.js';
-import { type NewOutboxMessage, type Sink, insertOutbox } from '../adapters/postgres/outbox-queries.js';
+import { insertOutbox, type NewOutboxMessage, type Sink } from '../adapters/postgres/outbox-queries.js';
 import type { SqlClient } from '../ports/database.js';
 
 export interface OutboxMessageSpec {

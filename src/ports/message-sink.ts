@@ -16,11 +16,21 @@ export interface OutboundMessage {
   /** The JSON payload, serialized once by the relay. */
   body: Buffer;
   priority: number;
+  /** When the outbox row was written: the AMQP `timestamp` / Kafka message timestamp (stable across re-publishes). */
+  timestamp?: Date;
 }
 
 export type PublishOutcome =
   | { id: number; ok: true; brokerRef: string | null }
-  | { id: number; ok: false; error: string };
+  | { id: number; ok: false; error: string; failure?: PublishFailure };
+
+/**
+ * Why a publish failed. `rejected` (the default): the broker judged this message (nack, unroutable,
+ * too large) and the attempt counts towards `dead`. `unavailable`: the broker never judged it (no
+ * connection, channel closed before the confirm, confirm timeout); the row waits with backoff and is
+ * never made dead for it, since an outage says nothing about the message (invariant 2).
+ */
+export type PublishFailure = 'rejected' | 'unavailable';
 
 export interface MessageSink {
   readonly kind: 'amqp' | 'kafka';

@@ -12,7 +12,8 @@ import type { Database } from '../../src/ports/database.js';
 
 export function requireEnv(name: 'DATABASE_URL' | 'AMQP_URL' | 'REDIS_URL' | 'KAFKA_BROKERS'): string {
   const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run the tests with \`npm test\`, which starts the services`);
+  if (!value)
+    throw new Error(`${name} is not set: run the tests with \`npm test\`, which starts the services`);
   return value;
 }
 
@@ -34,7 +35,9 @@ function withDatabase(url: string, database: string): string {
   return parsed.toString();
 }
 
-export async function createTestDatabase(options: { schema?: string; migrate?: boolean } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(
+  options: { schema?: string; migrate?: boolean } = {},
+): Promise<TestDatabase> {
   const adminUrl = requireEnv('DATABASE_URL');
   const name = uniqueName('herald_test');
   const admin = new pg.Client({ connectionString: adminUrl });

@@ -13,7 +13,9 @@ export async function waitFor<T>(
       last = error;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${options.what ?? 'condition'}${last ? `: ${String(last)}` : ''}`);
+      throw new Error(
+        `timed out waiting for ${options.what ?? 'condition'}${last ? `: ${String(last)}` : ''}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 25));
   }

@@ -16,6 +16,8 @@ export interface AmqpConnectionOptions {
   name: string;
   logger?: Logger;
   heartbeatSeconds?: number;
+  /** Bounds the TCP connect + AMQP handshake, so an unreachable or hung broker fails fast. Default 10 s. */
+  connectTimeoutMs?: number;
 }
 
 export class AmqpConnection {
@@ -53,8 +55,12 @@ export class AmqpConnection {
   private async open(): Promise<void> {
     try {
       const url = new URL(this.options.url);
-      if (!url.searchParams.has('heartbeat')) url.searchParams.set('heartbeat', String(this.options.heartbeatSeconds ?? 10));
-      this.model = await amqp.connect(url.toString(), { clientProperties: { connection_name: this.options.name } });
+      if (!url.searchParams.has('heartbeat'))
+        url.searchParams.set('heartbeat', String(this.options.heartbeatSeconds ?? 10));
+      this.model = await amqp.connect(url.toString(), {
+        clientProperties: { connection_name: this.options.name },
+        timeout: this.options.connectTimeoutMs ?? 10_000,
+      });
     } catch (error) {
       throw new BrokerUnavailableError(`cannot connect to RabbitMQ: ${(error as Error).message}`, error);
     }
@@ -119,11 +125,18 @@ export function abortableDelay(ms: number, signal?: AbortSignal): Promise<void> 
 }
 
 /** Arguments for a durable queue of the configured type (quorum by default). */
-export function queueOptions(type: QueueType, extra: Options.AssertQueue['arguments'] = {}): Options.AssertQueue {
+export function queueOptions(
+  type: QueueType,
+  extra: Options.AssertQueue['arguments'] = {},
+): Options.AssertQueue {
   return { durable: true, arguments: { 'x-queue-type': type, ...extra } };
 }
 
 /** Declares durable queues (idempotent). The relay publishes only to declared queues: anything else is unroutable. */
-export async function declareQueues(channel: Channel, names: readonly string[], type: QueueType): Promise<void> {
+export async function declareQueues(
+  channel: Channel,
+  names: readonly string[],
+  type: QueueType,
+): Promise<void> {
   for (const name of names) await channel.assertQueue(name, queueOptions(type));
 }

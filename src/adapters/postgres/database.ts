@@ -15,7 +15,14 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', '57P03', '55P03']);
 /** SQLSTATE classes that mean the connection or server went away. */
 const UNAVAILABLE_CLASSES = ['08', '57'];
-const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH']);
+const UNAVAILABLE_ERRNOS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+]);
 
 export function isRetryableSqlError(error: unknown): boolean {
   const code = (error as { code?: unknown })?.code;

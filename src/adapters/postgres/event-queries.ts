@@ -113,7 +113,9 @@ export async function appendEvents(sql: SqlClient, events: readonly NewEvent[]):
       events.map((e) => JSON.stringify(e.data)),
       events.map((e) => JSON.stringify(e.meta)),
     ]);
-    const byKey = new Map(rows.map((row) => [`${row.stream_type}\u0000${row.stream_id}\u0000${row.version}`, row]));
+    const byKey = new Map(
+      rows.map((row) => [`${row.stream_type}\u0000${row.stream_id}\u0000${row.version}`, row]),
+    );
     return events.map((e) => {
       const row = byKey.get(`${e.streamType}\u0000${e.streamId}\u0000${e.version}`)!;
       return {
@@ -128,11 +130,14 @@ export async function appendEvents(sql: SqlClient, events: readonly NewEvent[]):
     const pgError = error as { code?: string; constraint?: string };
     if (pgError.code === '23505' && pgError.constraint === 'event_stream_version_unique') {
       const first = events[0]!;
-      throw new ConcurrencyError(`stream ${first.streamType}/${first.streamId} was appended to concurrently`, {
-        streamType: first.streamType,
-        streamId: first.streamId,
-        version: first.version,
-      });
+      throw new ConcurrencyError(
+        `stream ${first.streamType}/${first.streamId} was appended to concurrently`,
+        {
+          streamType: first.streamType,
+          streamId: first.streamId,
+          version: first.version,
+        },
+      );
     }
     throw error;
   }
@@ -172,6 +177,11 @@ export async function readLogAfter(
   limit: number,
   streamTypes?: readonly string[],
 ): Promise<StoredEvent[]> {
-  const { rows } = await sql.query<EventRow>(READ_LOG_AFTER, [cursor.tx, cursor.position, limit, streamTypes ?? null]);
+  const { rows } = await sql.query<EventRow>(READ_LOG_AFTER, [
+    cursor.tx,
+    cursor.position,
+    limit,
+    streamTypes ?? null,
+  ]);
   return rows.map(toStoredEvent);
 }

@@ -44,7 +44,10 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFil
   for (const [index, file] of files.entries()) {
     const id = Number(file.slice(0, 6));
     if (id !== index + 1) {
-      throw new HeraldError('VALIDATION_FAILED', `migration ${file} is out of sequence: expected ${index + 1}`);
+      throw new HeraldError(
+        'VALIDATION_FAILED',
+        `migration ${file} is out of sequence: expected ${index + 1}`,
+      );
     }
     const sql = await readFile(join(dir, file), 'utf8');
     migrations.push({ id, name: file, sql, checksum: createHash('sha256').update(sql).digest('hex') });
@@ -52,9 +55,17 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFil
   return migrations;
 }
 
-export async function migrate(options: { url: string; schema: string; dir?: string }): Promise<MigrationResult> {
+export async function migrate(options: {
+  url: string;
+  schema: string;
+  dir?: string;
+}): Promise<MigrationResult> {
   const migrations = await readMigrations(options.dir);
-  const client = await connectClient({ url: options.url, schema: options.schema, applicationName: 'herald-migrate' });
+  const client = await connectClient({
+    url: options.url,
+    schema: options.schema,
+    applicationName: 'herald-migrate',
+  });
   const lockKey = `herald.migrate.${options.schema}`;
   try {
     await client.query(SQL.lock, [lockKey]);
@@ -82,7 +93,10 @@ export async function migrate(options: { url: string; schema: string; dir?: stri
           await client.query('commit');
         } catch (error) {
           await client.query('rollback');
-          throw new HeraldError('DATABASE_ERROR', `migration ${migration.name} failed: ${(error as Error).message}`);
+          throw new HeraldError(
+            'DATABASE_ERROR',
+            `migration ${migration.name} failed: ${(error as Error).message}`,
+          );
         }
         applied.push(migration.name);
       }

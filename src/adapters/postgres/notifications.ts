@@ -6,12 +6,13 @@
  * after each (re)connection subscribers are woken once, since notifications sent while disconnected
  * are lost.
  */
-import * as pgListen from 'pg-listen';
+
 import type { Subscriber } from 'pg-listen';
+import * as pgListen from 'pg-listen';
 import type { Logger } from '../../logger.js';
 import type { Database } from '../../ports/database.js';
 import type { WakeupListener, WakeupSignal } from '../../ports/wakeups.js';
-import { type DatabaseOptions, connectionConfig } from './database.js';
+import { connectionConfig, type DatabaseOptions } from './database.js';
 
 const NOTIFY = 'select pg_notify($1, $2)';
 
@@ -88,7 +89,9 @@ export class PgWakeupListener implements WakeupListener {
     this.subscriber.events.on('connected', () => {
       for (const channel of this.handlers.keys()) this.wake(channel);
     });
-    this.subscriber.events.on('reconnect', (attempt) => this.logger?.warn({ attempt }, 'listener reconnecting'));
+    this.subscriber.events.on('reconnect', (attempt) =>
+      this.logger?.warn({ attempt }, 'listener reconnecting'),
+    );
     this.subscriber.events.on('error', (error) => this.logger?.error({ err: error }, 'listener error'));
   }
 

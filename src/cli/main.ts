@@ -1,0 +1,94 @@
+/**
+ * The `herald` command: one binary, several roles (scanner, relay, tick, worker, all, migrate, …).
+ * Configuration comes from the environment through loadConfig (an invalid value exits 2 with the
+ * variable's name); long-running roles stop gracefully on SIGTERM/SIGINT and exit 0.
+ */
+import { parseArgs } from 'node:util';
+import { type HeraldConfig, loadConfig } from '../config.js';
+import { HeraldError } from '../errors.js';
+import { createLogger, type Logger } from '../logger.js';
+import { roles } from './roles.js';
+
+const USAGE = `usage: herald <role> [options]
+
+roles:
+${Object.entries(roles)
+  .map(([name, role]) => `  ${name.padEnd(10)} ${role.summary}`)
+  .join('\n')}
+
+Configuration is read from the environment (see README: Configuration).`;
+
+export interface RoleContext {
+  config: HeraldConfig;
+  logger: Logger;
+  args: string[];
+  options: Record<string, string | boolean | undefined>;
+  /** Aborted on SIGTERM/SIGINT: long-running roles finish in-flight work and return. */
+  signal: AbortSignal;
+}
+
+export interface Role {
+  summary: string;
+  /** Returns the process exit code. */
+  run(context: RoleContext): Promise<number>;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: false,
+    options: { help: { type: 'boolean', short: 'h' } },
+  });
+  const [roleName, ...args] = positionals;
+  const role = roleName ? roles[roleName] : undefined;
+  if (!role || values.help) {
+    (role || values.help ? process.stdout : process.stderr).write(`${USAGE}\n`);
+    return values.help ? 0 : 2;
+  }
+  let config: HeraldConfig;
+  try {
+    config = loadConfig(process.env);
+  } catch (error) {
+    process.stderr.write(`herald: ${(error as Error).message}\n`);
+    return 2;
+  }
+  const logger = createLogger({ level: config.logLevel, pod: config.pod, role: roleName });
+  const controller = new AbortController();
+  const shutdown = (signalName: string) => {
+    if (controller.signal.aborted) {
+      logger.warn({ signal: signalName }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    logger.info({ signal: signalName }, 'shutting down');
+    controller.abort();
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  try {
+    return await role.run({
+      config,
+      logger,
+      args,
+      options: values as Record<string, string | boolean | undefined>,
+      signal: controller.signal,
+    });
+  } catch (error) {
+    const code = error instanceof HeraldError ? error.code : 'UNEXPECTED';
+    logger.error({ err: error, code }, 'herald failed');
+    process.stderr.write(`herald ${roleName}: ${(error as Error).message}\n`);
+    return 1;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+    // Pools and sockets are closed by the roles; do not wait on stray timers.
+    setTimeout(() => process.exit(code), 200).unref();
+  },
+  (error) => {
+    process.stderr.write(`herald: ${String(error)}\n`);
+    process.exit(1);
+  },
+);

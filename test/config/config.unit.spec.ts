@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { ConfigError } from '../../src/errors.js';
+
+const base = { DATABASE_URL: 'postgres://herald@127.0.0.1:5432/herald' };
+
+describe('loadConfig', () => {
+  it('applies defaults and freezes the result', () => {
+    const config = loadConfig(base);
+    expect(config.schema).toBe('herald');
+    expect(config.relay.maxAttempts).toBe(5);
+    expect(config.amqpQueueType).toBe('quorum');
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.relay)).toBe(true);
+  });
+
+  it.each([
+    [{}, 'DATABASE_URL', /required/],
+    [{ ...base, DATABASE_URL: 'mysql://x' }, 'DATABASE_URL', /postgres/],
+    [{ ...base, HERALD_SCHEMA: 'Bad-Name' }, 'HERALD_SCHEMA', /identifier/],
+    [{ ...base, HERALD_RELAY_BATCH_SIZE: 'lots' }, 'HERALD_RELAY_BATCH_SIZE', /number/],
+    [{ ...base, HERALD_RELAY_MAX_ATTEMPTS: '0' }, 'HERALD_RELAY_MAX_ATTEMPTS', /./],
+    [{ ...base, AMQP_URL: 'http://x' }, 'AMQP_URL', /amqp/],
+    [{ ...base, HERALD_AMQP_QUEUE_TYPE: 'stream' }, 'HERALD_AMQP_QUEUE_TYPE', /./],
+    [{ ...base, KAFKA_BROKERS: 'nohost' }, 'KAFKA_BROKERS', /host:port/],
+    [
+      { ...base, HERALD_RELAY_BACKOFF_BASE_MS: '5000', HERALD_RELAY_BACKOFF_MAX_MS: '10' },
+      'HERALD_RELAY_BACKOFF_MAX_MS',
+      />=/,
+    ],
+  ])('rejects %j naming %s', (env, field, reason) => {
+    try {
+      loadConfig(env);
+      expect.unreachable('should have thrown');
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).field).toBe(field);
+      expect((error as ConfigError).message).toContain(field);
+      expect((error as ConfigError).message).toMatch(reason);
+    }
+  });
+
+  it('treats empty strings as unset', () => {
+    expect(loadConfig({ ...base, AMQP_URL: '' }).amqpUrl).toBeUndefined();
+  });
+});

@@ -1,0 +1,55 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MIGRATIONS_DIR, migrate, readMigrations } from '../../src/adapters/postgres/migrator.js';
+import { createTestDatabase, type TestDatabase } from '../support/services.js';
+
+const run = promisify(execFile);
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase({ migrate: false });
+});
+afterAll(async () => t?.drop());
+
+describe('migrations', () => {
+  it('two `herald migrate` processes at once both succeed and apply each file once', async () => {
+    const env = { ...process.env, DATABASE_URL: t.url, HERALD_SCHEMA: 'herald', HERALD_LOG_LEVEL: 'silent' };
+    const cli = ['--import', 'tsx', 'src/cli/main.ts', 'migrate'];
+    const [a, b] = await Promise.all([run('node', cli, { env }), run('node', cli, { env })]);
+    const outputs = [a.stdout, b.stdout].join('\n');
+    const files = await readMigrations();
+    expect(outputs).toContain('migrations applied');
+    const { rows } = await t.db.query<{ id: number; name: string }>(
+      'select id, name from migration order by id',
+    );
+    expect(rows.map((r) => r.name)).toEqual(files.map((f) => f.name));
+    // Each file reported as applied by exactly one of the two processes.
+    for (const file of files) {
+      expect(outputs.split(file.name).length - 1).toBe(1);
+    }
+  });
+
+  it('is idempotent and refuses an edited, already-applied migration', async () => {
+    const again = await migrate({ url: t.url, schema: 'herald' });
+    expect(again.applied).toEqual([]);
+
+    const dir = await mkdtemp(join(tmpdir(), 'herald-migrations-'));
+    const files = await readMigrations(MIGRATIONS_DIR);
+    for (const file of files) await writeFile(join(dir, file.name), `${file.sql}\n-- edited`);
+    await expect(migrate({ url: t.url, schema: 'herald', dir })).rejects.toThrow(
+      /changed after it was applied/,
+    );
+  });
+
+  it('honours a configured schema name', async () => {
+    const result = await migrate({ url: t.url, schema: 'herald_alt' });
+    expect(result.applied.length).toBeGreaterThan(0);
+    const { rows } = await t.db.query<{ n: number }>(
+      "select count(*)::int as n from information_schema.tables where table_schema = 'herald_alt' and table_name = 'event'",
+    );
+    expect(rows[0]!.n).toBe(1);
+  });
+});
