@@ -6,9 +6,9 @@
  * startAt, a new startAt in the future) live here; rules that need the state live in decide.ts.
  */
 import { z } from 'zod';
-import { ValidationError } from '../../errors.js';
 import { CAMPAIGN_CHANNELS, CAST_TYPES } from './status.js';
 import { instantInput, ms } from './time.js';
+import { validationErrorFrom } from './validation.js';
 
 const campaignId = z.uuid().transform((id) => id.toLowerCase());
 const text = (max: number) => z.string().trim().min(1, 'must not be empty').max(max);
@@ -21,10 +21,18 @@ const base = { campaignId, now: instantInput };
 
 type Ctx = z.RefinementCtx;
 
-function deadlineAfterStart(startAt: string | null | undefined, deadline: string | null | undefined, ctx: Ctx) {
+function deadlineAfterStart(
+  startAt: string | null | undefined,
+  deadline: string | null | undefined,
+  ctx: Ctx,
+) {
   if (deadline == null) return;
   if (startAt == null) {
-    ctx.addIssue({ code: 'custom', path: ['dispatchDeadline'], message: 'a dispatchDeadline needs a startAt' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['dispatchDeadline'],
+      message: 'a dispatchDeadline needs a startAt',
+    });
   } else if (ms(deadline) <= ms(startAt)) {
     ctx.addIssue({
       code: 'custom',
@@ -36,7 +44,11 @@ function deadlineAfterStart(startAt: string | null | undefined, deadline: string
 
 function startInFuture(startAt: string, now: string, ctx: Ctx) {
   if (ms(startAt) <= ms(now)) {
-    ctx.addIssue({ code: 'custom', path: ['startAt'], message: `startAt ${startAt} must be after now (${now})` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['startAt'],
+      message: `startAt ${startAt} must be after now (${now})`,
+    });
   }
 }
 
@@ -58,14 +70,17 @@ const createCampaign = z
   })
   .superRefine((c, ctx) => {
     if (c.channel === 'line') {
-      if (c.castType == null) ctx.addIssue({ code: 'custom', path: ['castType'], message: 'required for line' });
-      if (c.lineOaId == null) ctx.addIssue({ code: 'custom', path: ['lineOaId'], message: 'required for line' });
+      if (c.castType == null)
+        ctx.addIssue({ code: 'custom', path: ['castType'], message: 'required for line' });
+      if (c.lineOaId == null)
+        ctx.addIssue({ code: 'custom', path: ['lineOaId'], message: 'required for line' });
       if (c.castType === 'multicast' && c.audienceId == null) {
         ctx.addIssue({ code: 'custom', path: ['audienceId'], message: 'required for a line multicast' });
       }
     } else {
       for (const field of ['castType', 'audienceId', 'lineOaId'] as const) {
-        if (c[field] != null) ctx.addIssue({ code: 'custom', path: [field], message: 'only for line campaigns' });
+        if (c[field] != null)
+          ctx.addIssue({ code: 'custom', path: [field], message: 'only for line campaigns' });
       }
     }
     deadlineAfterStart(c.startAt, c.dispatchDeadline, ctx);
@@ -146,7 +161,11 @@ const rescheduleCampaign = z
     deadlineAfterStart(c.startAt, c.dispatchDeadline, ctx);
   });
 
-const cancelCampaign = z.strictObject({ type: z.literal('CancelCampaign'), ...base, reason: reason.optional() });
+const cancelCampaign = z.strictObject({
+  type: z.literal('CancelCampaign'),
+  ...base,
+  reason: reason.optional(),
+});
 
 const settleCancellation = z.strictObject({ type: z.literal('SettleCancellation'), ...base });
 
@@ -220,16 +239,5 @@ export const CAMPAIGN_COMMAND_TYPES = campaignCommandSchema.options.map(
 export function parseCampaignCommand(raw: unknown): ParsedCampaignCommand {
   const result = campaignCommandSchema.safeParse(raw);
   if (result.success) return result.data;
-  const type =
-    typeof raw === 'object' && raw !== null && 'type' in raw && typeof raw.type === 'string'
-      ? raw.type
-      : 'campaign command';
-  throw new ValidationError(`invalid ${type}: ${formatIssues(result.error.issues)}`, {
-    command: type,
-    issues: result.error.issues.map((issue) => ({ path: issue.path.map(String), message: issue.message })),
-  });
-}
-
-export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
-  return issues.map((issue) => `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`).join('; ');
+  throw validationErrorFrom('campaign command', raw, result.error.issues);
 }

@@ -1,0 +1,277 @@
+/**
+ * `decide` for campaigns: validates a command, checks it against the current state and returns the
+ * events it causes, or throws (ValidationError for bad input, IllegalStateError for a command the
+ * current state does not allow) without emitting anything. Pure: time is the command's `now`.
+ *
+ * Check order, so errors are predictable: command shape → campaign id → status (and soft delete) →
+ * claim epoch → rules that compare the command with the state (times, deadlines).
+ */
+
+import { IllegalStateError, ValidationError } from '../../errors.js';
+import { assertNever } from '../decider.js';
+import { type CampaignCommand, type ParsedCampaignCommand, parseCampaignCommand } from './commands.js';
+import type { CampaignEvent } from './events.js';
+import { type CampaignIn, type CampaignState, DELETABLE_STATUSES, type ExistingCampaign } from './state.js';
+import type { CampaignStatus } from './status.js';
+import { ms } from './time.js';
+
+export function decideCampaign(command: CampaignCommand, state: CampaignState): CampaignEvent[] {
+  const c = parseCampaignCommand(command);
+
+  if (c.type === 'CreateCampaign') {
+    if (state.status !== 'NONE') throw illegal(c, state, 'it already exists');
+    return [
+      {
+        type: 'CampaignCreated',
+        data: {
+          campaignId: c.campaignId,
+          organizationId: c.organizationId,
+          channel: c.channel,
+          castType: c.castType ?? null,
+          audienceId: c.audienceId ?? null,
+          lineOaId: c.lineOaId ?? null,
+          name: c.name,
+          startAt: c.startAt ?? null,
+          dispatchDeadline: c.dispatchDeadline ?? null,
+          idempotencyKey: c.idempotencyKey ?? null,
+          mode: c.mode,
+          at: c.now,
+        },
+      },
+    ];
+  }
+
+  if (state.status === 'NONE') throw illegal(c, state, 'it does not exist');
+  if (c.campaignId !== state.campaignId) {
+    throw new ValidationError(`${c.type} is for campaign ${c.campaignId}, not ${state.campaignId}`, {
+      command: c.type,
+      campaignId: c.campaignId,
+      streamCampaignId: state.campaignId,
+    });
+  }
+  const now = c.now;
+
+  switch (c.type) {
+    case 'ActivateCampaign': {
+      const s = requireStatus(c, state, ['DRAFT', 'BUILDING'], { live: true });
+      if (s.startAt !== null && ms(s.startAt) > ms(now)) {
+        return [{ type: 'CampaignActivated', data: { to: 'SCHEDULED', at: now } }];
+      }
+      requireDeadlineNotPassed(c, s);
+      return [{ type: 'CampaignActivated', data: { to: 'QUEUED', at: now } }];
+    }
+    case 'ScheduleCampaign': {
+      const s = requireStatus(c, state, ['DRAFT'], { live: true });
+      const dispatchDeadline = nextDeadline(c, s.dispatchDeadline);
+      return [{ type: 'CampaignScheduled', data: { startAt: c.startAt, dispatchDeadline, at: now } }];
+    }
+    case 'SendNow': {
+      const s = requireStatus(c, state, ['QUEUED', 'SCHEDULED'], { live: true });
+      if (s.status === 'SCHEDULED') requireDeadlineNotPassed(c, s);
+      return [
+        { type: 'CampaignClaimed', data: { epoch: s.claimEpoch + 1, claimedAt: now, trigger: 'send_now' } },
+      ];
+    }
+    case 'ClaimCampaign': {
+      const s = requireStatus(c, state, ['QUEUED', 'SCHEDULED'], { live: true });
+      if (s.status === 'SCHEDULED') {
+        if (ms(s.startAt) > ms(now)) throw illegal(c, s, `its startAt ${s.startAt} is after now (${now})`);
+        requireDeadlineNotPassed(c, s);
+      }
+      return [
+        { type: 'CampaignClaimed', data: { epoch: s.claimEpoch + 1, claimedAt: now, trigger: 'scanner' } },
+      ];
+    }
+    case 'ReclaimCampaign': {
+      const s = requireStatus(c, state, ['DISPATCHING']);
+      const age = ms(now) - ms(s.claimedAt);
+      if (age <= c.staleAfterMs) {
+        throw illegal(c, s, `its claim is ${age} ms old, not stale (staleAfterMs ${c.staleAfterMs})`);
+      }
+      return [
+        {
+          type: 'CampaignReclaimed',
+          data: {
+            epoch: s.claimEpoch + 1,
+            previousClaimedAt: s.claimedAt,
+            reason: c.reason ?? `no heartbeat for more than ${c.staleAfterMs} ms`,
+            to: s.startAt !== null ? 'SCHEDULED' : 'QUEUED',
+            at: now,
+          },
+        },
+      ];
+    }
+    case 'Heartbeat': {
+      const s = requireStatus(c, state, ['DISPATCHING']);
+      requireEpoch(c, s, c.epoch);
+      return [{ type: 'CampaignHeartbeat', data: { epoch: c.epoch, claimedAt: now } }];
+    }
+    case 'CompleteCampaign': {
+      const s = requireStatus(c, state, ['DISPATCHING']);
+      requireEpoch(c, s, c.epoch);
+      return [{ type: 'CampaignCompleted', data: { epoch: c.epoch, at: now } }];
+    }
+    case 'FailCampaign': {
+      const s = requireStatus(c, state, ['DRAFT', 'BUILDING', 'DISPATCHING']);
+      if (s.status === 'DISPATCHING') {
+        if (c.epoch === undefined) {
+          throw new ValidationError(
+            `invalid FailCampaign: epoch is required to fail a DISPATCHING campaign`,
+            {
+              command: c.type,
+            },
+          );
+        }
+        requireEpoch(c, s, c.epoch);
+      } else if (c.epoch !== undefined) {
+        throw new ValidationError(`invalid FailCampaign: epoch applies only to a DISPATCHING campaign`, {
+          command: c.type,
+          status: s.status,
+        });
+      }
+      return [{ type: 'CampaignFailed', data: { reason: c.reason, epoch: c.epoch ?? null, at: now } }];
+    }
+    case 'FinishPartially': {
+      const s = requireStatus(c, state, ['DISPATCHING']);
+      requireEpoch(c, s, c.epoch);
+      return [{ type: 'CampaignPartiallyCompleted', data: { epoch: c.epoch, at: now } }];
+    }
+    case 'DeferCampaign': {
+      const s = requireStatus(c, state, ['DISPATCHING']);
+      requireEpoch(c, s, c.epoch);
+      const dispatchDeadline = nextDeadline(c, s.dispatchDeadline);
+      return [
+        {
+          type: 'CampaignDeferred',
+          data: { epoch: c.epoch, startAt: c.startAt, dispatchDeadline, reason: c.reason, at: now },
+        },
+      ];
+    }
+    case 'PauseCampaign': {
+      const s = requireStatus(c, state, ['SCHEDULED', 'QUEUED', 'DISPATCHING'], { live: true });
+      // Pausing a DISPATCHING campaign revokes its live claim: bump the epoch to fence the holder.
+      const epoch = s.status === 'DISPATCHING' ? s.claimEpoch + 1 : s.claimEpoch;
+      return [{ type: 'CampaignPaused', data: { pausedFrom: s.status, epoch, at: now } }];
+    }
+    case 'ResumeCampaign': {
+      const s = requireStatus(c, state, ['PAUSED'], { live: true });
+      return [
+        {
+          type: 'CampaignResumed',
+          data: { to: s.pausedFrom === 'SCHEDULED' ? 'SCHEDULED' : 'QUEUED', at: now },
+        },
+      ];
+    }
+    case 'RescheduleCampaign': {
+      const s = requireStatus(c, state, ['SCHEDULED', 'PAUSED'], { live: true });
+      if (s.status === 'PAUSED' && s.pausedFrom !== 'SCHEDULED') {
+        throw illegal(c, s, `it was paused from ${s.pausedFrom}, not SCHEDULED`);
+      }
+      const dispatchDeadline = nextDeadline(c, s.dispatchDeadline);
+      return [{ type: 'CampaignRescheduled', data: { startAt: c.startAt, dispatchDeadline, at: now } }];
+    }
+    case 'CancelCampaign': {
+      const s = requireStatus(c, state, ['QUEUED', 'SCHEDULED', 'PAUSED']);
+      const requested: CampaignEvent = {
+        type: 'CampaignCancellationRequested',
+        data: { from: s.status, reason: c.reason ?? null, at: now },
+      };
+      // A LINE campaign is sent as one whole message and is never charged per recipient: nothing to
+      // refund, so the cancellation settles at once. An SMS campaign waits for its refunds (SettleCancellation).
+      if (s.channel === 'line') return [requested, { type: 'CampaignCancelled', data: { at: now } }];
+      return [requested];
+    }
+    case 'SettleCancellation': {
+      requireStatus(c, state, ['CANCELLING']);
+      return [{ type: 'CampaignCancelled', data: { at: now } }];
+    }
+    case 'ExpireCampaign': {
+      const s = requireStatus(c, state, ['SCHEDULED']);
+      if (s.dispatchDeadline === null) throw illegal(c, s, 'it has no dispatchDeadline');
+      if (ms(now) <= ms(s.dispatchDeadline)) {
+        throw illegal(c, s, `its dispatchDeadline ${s.dispatchDeadline} has not passed (now ${now})`);
+      }
+      return [{ type: 'CampaignExpired', data: { dispatchDeadline: s.dispatchDeadline, at: now } }];
+    }
+    case 'RequeueCampaign': {
+      const s = requireStatus(c, state, ['DISPATCHING']);
+      return [
+        {
+          type: 'CampaignRequeued',
+          data: {
+            epoch: s.claimEpoch + 1,
+            previousClaimedAt: s.claimedAt,
+            reason: c.reason ?? null,
+            at: now,
+          },
+        },
+      ];
+    }
+    case 'ResendFailed': {
+      const s = requireStatus(c, state, ['PARTIAL', 'FAILED'], { live: true });
+      return [{ type: 'CampaignResendRequested', data: { resendAttempt: s.resendAttempt + 1, at: now } }];
+    }
+    case 'DeleteCampaign': {
+      requireStatus(c, state, DELETABLE_STATUSES, { live: true });
+      return [{ type: 'CampaignDeleted', data: { at: now } }];
+    }
+    default:
+      return assertNever(c, 'campaign command');
+  }
+}
+
+/**
+ * Narrows the state to the statuses a command is allowed from. `live` commands are also refused on a
+ * soft-deleted campaign; the others (cancel, settle, expire, fail) still let a deleted campaign settle.
+ */
+function requireStatus<S extends CampaignStatus>(
+  c: ParsedCampaignCommand,
+  state: ExistingCampaign,
+  allowed: readonly S[],
+  options: { live?: boolean } = {},
+): CampaignIn<S> {
+  if (!(allowed as readonly CampaignStatus[]).includes(state.status)) {
+    throw illegal(c, state, `allowed only in ${allowed.join(', ')}`);
+  }
+  if (options.live && state.deletedAt !== null)
+    throw illegal(c, state, `it was deleted at ${state.deletedAt}`);
+  return state as CampaignIn<S>;
+}
+
+/** Fencing: a claim's commands must carry the campaign's current epoch (invariant 5). */
+function requireEpoch(c: ParsedCampaignCommand, state: CampaignIn<'DISPATCHING'>, epoch: number): void {
+  if (epoch !== state.claimEpoch) {
+    throw illegal(c, state, `epoch ${epoch} is stale, the current claim epoch is ${state.claimEpoch}`);
+  }
+}
+
+function requireDeadlineNotPassed(c: ParsedCampaignCommand & { now: string }, state: ExistingCampaign): void {
+  if (state.dispatchDeadline !== null && ms(c.now) > ms(state.dispatchDeadline)) {
+    throw illegal(c, state, `its dispatchDeadline ${state.dispatchDeadline} has passed (now ${c.now})`);
+  }
+}
+
+/** The deadline after a new startAt: given → it, null → none, omitted → keep the current one if still valid. */
+function nextDeadline(
+  c: { type: string; startAt: string; dispatchDeadline?: string | null | undefined },
+  current: string | null,
+): string | null {
+  if (c.dispatchDeadline !== undefined) return c.dispatchDeadline;
+  if (current !== null && ms(current) <= ms(c.startAt)) {
+    throw new ValidationError(
+      `invalid ${c.type}: the current dispatchDeadline ${current} is not after the new startAt ${c.startAt}; ` +
+        'pass a new dispatchDeadline or null',
+      { command: c.type, startAt: c.startAt, dispatchDeadline: current },
+    );
+  }
+  return current;
+}
+
+function illegal(c: ParsedCampaignCommand, state: CampaignState, why: string): IllegalStateError {
+  const id = state.status === 'NONE' ? c.campaignId : state.campaignId;
+  return new IllegalStateError(`cannot ${c.type} campaign ${id} in status ${state.status}: ${why}`, {
+    command: c.type,
+    status: state.status,
+    campaignId: id,
+  });
+}

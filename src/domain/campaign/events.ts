@@ -1,0 +1,191 @@
+/**
+ * Campaign events: the facts in a campaign stream (stream type 'campaign'). Data is plain JSON with
+ * canonical ISO UTC times because events are stored as jsonb and replayed through `evolve`
+ * (invariant 8). Every event type has a zod schema so a reader can validate the log
+ * (`parseCampaignEvent`). Wherever an event carries `epoch`, it is the campaign's claim epoch after
+ * the event (docs/decisions/0003-campaign-lifecycle.md, "Claim epoch").
+ */
+import { z } from 'zod';
+import {
+  CAMPAIGN_CHANNELS,
+  CAMPAIGN_STATUSES,
+  CAST_TYPES,
+  CLAIM_TRIGGERS,
+  PAUSABLE_CAMPAIGN_STATUSES,
+} from './status.js';
+import { storedInstant } from './time.js';
+import { validationErrorFrom } from './validation.js';
+
+const epoch = z.number().int().positive();
+const id = z.string().min(1);
+
+const event = <Type extends string, Shape extends z.ZodRawShape>(type: Type, data: Shape) =>
+  z.object({ type: z.literal(type), data: z.object(data) });
+
+const campaignCreated = event('CampaignCreated', {
+  campaignId: z.uuid(),
+  organizationId: id,
+  channel: z.enum(CAMPAIGN_CHANNELS),
+  castType: z.enum(CAST_TYPES).nullable(),
+  audienceId: id.nullable(),
+  lineOaId: id.nullable(),
+  name: id,
+  startAt: storedInstant.nullable(),
+  dispatchDeadline: storedInstant.nullable(),
+  idempotencyKey: id.nullable(),
+  mode: z.enum(['draft', 'building']),
+  at: storedInstant,
+});
+
+const campaignActivated = event('CampaignActivated', {
+  to: z.enum(['QUEUED', 'SCHEDULED']),
+  at: storedInstant,
+});
+
+const campaignScheduled = event('CampaignScheduled', {
+  startAt: storedInstant,
+  dispatchDeadline: storedInstant.nullable(),
+  at: storedInstant,
+});
+
+const campaignClaimed = event('CampaignClaimed', {
+  epoch,
+  claimedAt: storedInstant,
+  trigger: z.enum(CLAIM_TRIGGERS),
+});
+
+const campaignReclaimed = event('CampaignReclaimed', {
+  epoch,
+  previousClaimedAt: storedInstant,
+  reason: id,
+  to: z.enum(['SCHEDULED', 'QUEUED']),
+  at: storedInstant,
+});
+
+const campaignHeartbeat = event('CampaignHeartbeat', {
+  epoch,
+  claimedAt: storedInstant,
+});
+
+const campaignCompleted = event('CampaignCompleted', { epoch, at: storedInstant });
+
+const campaignFailed = event('CampaignFailed', {
+  reason: id,
+  /** The failed claim's epoch when a DISPATCHING campaign failed; null for DRAFT/BUILDING. */
+  epoch: epoch.nullable(),
+  at: storedInstant,
+});
+
+const campaignPartiallyCompleted = event('CampaignPartiallyCompleted', { epoch, at: storedInstant });
+
+const campaignDeferred = event('CampaignDeferred', {
+  epoch,
+  startAt: storedInstant,
+  dispatchDeadline: storedInstant.nullable(),
+  reason: id,
+  at: storedInstant,
+});
+
+const campaignPaused = event('CampaignPaused', {
+  pausedFrom: z.enum(PAUSABLE_CAMPAIGN_STATUSES),
+  /** Bumped when pausing a DISPATCHING campaign (the live claim is revoked), unchanged otherwise. */
+  epoch: z.number().int().nonnegative(),
+  at: storedInstant,
+});
+
+const campaignResumed = event('CampaignResumed', {
+  to: z.enum(['SCHEDULED', 'QUEUED']),
+  at: storedInstant,
+});
+
+const campaignRescheduled = event('CampaignRescheduled', {
+  startAt: storedInstant,
+  dispatchDeadline: storedInstant.nullable(),
+  at: storedInstant,
+});
+
+const campaignCancellationRequested = event('CampaignCancellationRequested', {
+  from: z.enum(CAMPAIGN_STATUSES),
+  reason: id.nullable(),
+  at: storedInstant,
+});
+
+const campaignCancelled = event('CampaignCancelled', { at: storedInstant });
+
+const campaignExpired = event('CampaignExpired', {
+  dispatchDeadline: storedInstant,
+  at: storedInstant,
+});
+
+const campaignRequeued = event('CampaignRequeued', {
+  epoch,
+  previousClaimedAt: storedInstant,
+  reason: id.nullable(),
+  at: storedInstant,
+});
+
+const campaignResendRequested = event('CampaignResendRequested', {
+  resendAttempt: z.number().int().positive(),
+  at: storedInstant,
+});
+
+const campaignDeleted = event('CampaignDeleted', { at: storedInstant });
+
+export const campaignEventSchema = z.discriminatedUnion('type', [
+  campaignCreated,
+  campaignActivated,
+  campaignScheduled,
+  campaignClaimed,
+  campaignReclaimed,
+  campaignHeartbeat,
+  campaignCompleted,
+  campaignFailed,
+  campaignPartiallyCompleted,
+  campaignDeferred,
+  campaignPaused,
+  campaignResumed,
+  campaignRescheduled,
+  campaignCancellationRequested,
+  campaignCancelled,
+  campaignExpired,
+  campaignRequeued,
+  campaignResendRequested,
+  campaignDeleted,
+]);
+
+export type CampaignEvent = z.infer<typeof campaignEventSchema>;
+export type CampaignEventType = CampaignEvent['type'];
+
+export type CampaignCreated = z.infer<typeof campaignCreated>;
+export type CampaignActivated = z.infer<typeof campaignActivated>;
+export type CampaignScheduled = z.infer<typeof campaignScheduled>;
+export type CampaignClaimed = z.infer<typeof campaignClaimed>;
+export type CampaignReclaimed = z.infer<typeof campaignReclaimed>;
+export type CampaignHeartbeat = z.infer<typeof campaignHeartbeat>;
+export type CampaignCompleted = z.infer<typeof campaignCompleted>;
+export type CampaignFailed = z.infer<typeof campaignFailed>;
+export type CampaignPartiallyCompleted = z.infer<typeof campaignPartiallyCompleted>;
+export type CampaignDeferred = z.infer<typeof campaignDeferred>;
+export type CampaignPaused = z.infer<typeof campaignPaused>;
+export type CampaignResumed = z.infer<typeof campaignResumed>;
+export type CampaignRescheduled = z.infer<typeof campaignRescheduled>;
+export type CampaignCancellationRequested = z.infer<typeof campaignCancellationRequested>;
+export type CampaignCancelled = z.infer<typeof campaignCancelled>;
+export type CampaignExpired = z.infer<typeof campaignExpired>;
+export type CampaignRequeued = z.infer<typeof campaignRequeued>;
+export type CampaignResendRequested = z.infer<typeof campaignResendRequested>;
+export type CampaignDeleted = z.infer<typeof campaignDeleted>;
+
+export const CAMPAIGN_EVENT_TYPES = campaignEventSchema.options.map(
+  (option) => option.shape.type.value,
+) as readonly CampaignEventType[];
+
+/**
+ * Validates one stored event (`{ type, data }`, e.g. a row of the event table read back from jsonb).
+ * Throws ValidationError: a malformed event in the log is corruption, not something to skip.
+ */
+export function parseCampaignEvent(raw: unknown): CampaignEvent {
+  const result = campaignEventSchema.safeParse(raw);
+  if (result.success) return result.data;
+  throw validationErrorFrom('campaign event', raw, result.error.issues);
+}

@@ -1,0 +1,282 @@
+/**
+ * Campaign state (the inline projection stored in the campaign state table) and `evolve`, which
+ * folds events into it. State is plain JSON, keyed on `status`, and never holds `undefined`, so a
+ * jsonb round trip and a replay of the stream both give exactly the stored row (invariant 8).
+ * `evolve` trusts the facts it is given but refuses events that cannot follow the current state:
+ * such an event means a corrupt log or a decide/evolve bug, and replay must stop loudly.
+ */
+
+import { IllegalStateError } from '../../errors.js';
+import { assertNever } from '../decider.js';
+import type { CampaignEvent } from './events.js';
+import type { CampaignChannel, CampaignStatus, CastType, PausableCampaignStatus } from './status.js';
+
+/** Fields every existing campaign has, whatever its status. */
+export interface CampaignFields {
+  readonly campaignId: string;
+  readonly organizationId: string;
+  readonly channel: CampaignChannel;
+  /** LINE only (null for sms): decides the destination queue. */
+  readonly castType: CastType | null;
+  /** LINE only; required for a multicast, optional for a broadcast (which goes to every friend). */
+  readonly audienceId: string | null;
+  /** LINE only: the official account that sends. */
+  readonly lineOaId: string | null;
+  readonly name: string;
+  readonly idempotencyKey: string | null;
+  /** When dispatch may start; null = instant (activation goes to QUEUED). */
+  readonly startAt: string | null;
+  /** A SCHEDULED campaign not claimed by this time expires instead; null = no deadline. */
+  readonly dispatchDeadline: string | null;
+  /** Fencing token: incremented by every claim and by every revocation of a live claim. Starts at 0. */
+  readonly claimEpoch: number;
+  /** Time of the live claim's last claim/heartbeat; non-null only while DISPATCHING. */
+  readonly claimedAt: string | null;
+  /** The status a PAUSED campaign was paused from; non-null only while PAUSED. */
+  readonly pausedFrom: PausableCampaignStatus | null;
+  /** Soft delete: a deleted campaign keeps its status but is never claimed again. */
+  readonly deletedAt: string | null;
+  /** Incremented by each ResendFailed; part of seed 003's charge/refund keys. */
+  readonly resendAttempt: number;
+  /** Why the campaign failed; non-null only while FAILED. */
+  readonly failureReason: string | null;
+  readonly createdAt: string;
+  /** When the campaign entered its current status (stale-recovery jobs measure from here). */
+  readonly statusChangedAt: string;
+}
+
+export interface NoCampaign {
+  readonly status: 'NONE';
+}
+export type DraftCampaign = CampaignFields & { readonly status: 'DRAFT' };
+export type BuildingCampaign = CampaignFields & { readonly status: 'BUILDING' };
+export type QueuedCampaign = CampaignFields & { readonly status: 'QUEUED' };
+export type ScheduledCampaign = CampaignFields & { readonly status: 'SCHEDULED'; readonly startAt: string };
+export type DispatchingCampaign = CampaignFields & {
+  readonly status: 'DISPATCHING';
+  readonly claimedAt: string;
+};
+export type PausedCampaign = CampaignFields & {
+  readonly status: 'PAUSED';
+  readonly pausedFrom: PausableCampaignStatus;
+};
+export type CompletedCampaign = CampaignFields & { readonly status: 'COMPLETED' };
+export type PartialCampaign = CampaignFields & { readonly status: 'PARTIAL' };
+export type FailedCampaign = CampaignFields & { readonly status: 'FAILED'; readonly failureReason: string };
+export type ExpiredCampaign = CampaignFields & {
+  readonly status: 'EXPIRED';
+  readonly dispatchDeadline: string;
+};
+export type CancellingCampaign = CampaignFields & { readonly status: 'CANCELLING' };
+export type CancelledCampaign = CampaignFields & { readonly status: 'CANCELLED' };
+
+export type ExistingCampaign =
+  | DraftCampaign
+  | BuildingCampaign
+  | QueuedCampaign
+  | ScheduledCampaign
+  | DispatchingCampaign
+  | PausedCampaign
+  | CompletedCampaign
+  | PartialCampaign
+  | FailedCampaign
+  | ExpiredCampaign
+  | CancellingCampaign
+  | CancelledCampaign;
+
+export type CampaignState = NoCampaign | ExistingCampaign;
+
+export type CampaignIn<S extends CampaignStatus> = Extract<ExistingCampaign, { status: S }>;
+
+export function initialCampaignState(): CampaignState {
+  return { status: 'NONE' };
+}
+
+/** Statuses a campaign may be soft-deleted in (see the ADR: never while work or money is in flight). */
+export const DELETABLE_STATUSES = [
+  'DRAFT',
+  'QUEUED',
+  'SCHEDULED',
+  'PAUSED',
+  'COMPLETED',
+  'PARTIAL',
+  'FAILED',
+  'CANCELLED',
+  'EXPIRED',
+] as const satisfies readonly CampaignStatus[];
+
+export function evolveCampaign(state: CampaignState, event: CampaignEvent): CampaignState {
+  switch (event.type) {
+    case 'CampaignCreated': {
+      if (state.status !== 'NONE') throw unfit(state, event);
+      const { mode, at, ...fields } = event.data;
+      return {
+        ...fields,
+        status: mode === 'building' ? 'BUILDING' : 'DRAFT',
+        claimEpoch: 0,
+        claimedAt: null,
+        pausedFrom: null,
+        deletedAt: null,
+        resendAttempt: 0,
+        failureReason: null,
+        createdAt: at,
+        statusChangedAt: at,
+      };
+    }
+    case 'CampaignActivated': {
+      const s = requireStatus(state, event, ['DRAFT', 'BUILDING'], { live: true });
+      if (event.data.to === 'SCHEDULED') {
+        if (s.startAt === null) throw unfit(state, event, 'it has no startAt');
+        return { ...s, status: 'SCHEDULED', startAt: s.startAt, statusChangedAt: event.data.at };
+      }
+      return { ...s, status: 'QUEUED', statusChangedAt: event.data.at };
+    }
+    case 'CampaignScheduled': {
+      const s = requireStatus(state, event, ['DRAFT'], { live: true });
+      const { startAt, dispatchDeadline, at } = event.data;
+      return { ...s, status: 'SCHEDULED', startAt, dispatchDeadline, statusChangedAt: at };
+    }
+    case 'CampaignClaimed': {
+      const s = requireStatus(state, event, ['QUEUED', 'SCHEDULED'], { live: true });
+      expectEpoch(s, event, s.claimEpoch + 1);
+      const { epoch, claimedAt } = event.data;
+      return { ...s, status: 'DISPATCHING', claimEpoch: epoch, claimedAt, statusChangedAt: claimedAt };
+    }
+    case 'CampaignReclaimed': {
+      const s = requireStatus(state, event, ['DISPATCHING']);
+      expectEpoch(s, event, s.claimEpoch + 1);
+      const { epoch, to, at } = event.data;
+      const released = { ...s, claimEpoch: epoch, claimedAt: null, statusChangedAt: at };
+      if (to === 'SCHEDULED') {
+        if (s.startAt === null) throw unfit(state, event, 'it has no startAt');
+        return { ...released, status: 'SCHEDULED', startAt: s.startAt };
+      }
+      return { ...released, status: 'QUEUED' };
+    }
+    case 'CampaignHeartbeat': {
+      const s = requireStatus(state, event, ['DISPATCHING']);
+      expectEpoch(s, event, s.claimEpoch);
+      return { ...s, claimedAt: event.data.claimedAt };
+    }
+    case 'CampaignCompleted': {
+      const s = requireStatus(state, event, ['DISPATCHING']);
+      expectEpoch(s, event, s.claimEpoch);
+      return { ...s, status: 'COMPLETED', claimedAt: null, statusChangedAt: event.data.at };
+    }
+    case 'CampaignFailed': {
+      const s = requireStatus(state, event, ['DRAFT', 'BUILDING', 'DISPATCHING']);
+      if (s.status === 'DISPATCHING') expectEpoch(s, event, s.claimEpoch);
+      else if (event.data.epoch !== null)
+        throw unfit(state, event, 'only a DISPATCHING failure carries an epoch');
+      const { reason, at } = event.data;
+      return { ...s, status: 'FAILED', claimedAt: null, failureReason: reason, statusChangedAt: at };
+    }
+    case 'CampaignPartiallyCompleted': {
+      const s = requireStatus(state, event, ['DISPATCHING']);
+      expectEpoch(s, event, s.claimEpoch);
+      return { ...s, status: 'PARTIAL', claimedAt: null, statusChangedAt: event.data.at };
+    }
+    case 'CampaignDeferred': {
+      const s = requireStatus(state, event, ['DISPATCHING']);
+      expectEpoch(s, event, s.claimEpoch);
+      const { startAt, dispatchDeadline, at } = event.data;
+      return { ...s, status: 'SCHEDULED', startAt, dispatchDeadline, claimedAt: null, statusChangedAt: at };
+    }
+    case 'CampaignPaused': {
+      const s = requireStatus(state, event, ['SCHEDULED', 'QUEUED', 'DISPATCHING'], { live: true });
+      if (event.data.pausedFrom !== s.status)
+        throw unfit(state, event, `pausedFrom is ${event.data.pausedFrom}`);
+      expectEpoch(s, event, s.status === 'DISPATCHING' ? s.claimEpoch + 1 : s.claimEpoch);
+      const { pausedFrom, epoch, at } = event.data;
+      return { ...s, status: 'PAUSED', pausedFrom, claimEpoch: epoch, claimedAt: null, statusChangedAt: at };
+    }
+    case 'CampaignResumed': {
+      const s = requireStatus(state, event, ['PAUSED'], { live: true });
+      const { to, at } = event.data;
+      if (to !== (s.pausedFrom === 'SCHEDULED' ? 'SCHEDULED' : 'QUEUED')) {
+        throw unfit(state, event, `it was paused from ${s.pausedFrom}`);
+      }
+      const resumed = { ...s, pausedFrom: null, statusChangedAt: at };
+      if (to === 'SCHEDULED') {
+        if (s.startAt === null) throw unfit(state, event, 'it has no startAt');
+        return { ...resumed, status: 'SCHEDULED', startAt: s.startAt };
+      }
+      return { ...resumed, status: 'QUEUED' };
+    }
+    case 'CampaignRescheduled': {
+      const s = requireStatus(state, event, ['SCHEDULED', 'PAUSED'], { live: true });
+      if (s.status === 'PAUSED' && s.pausedFrom !== 'SCHEDULED') {
+        throw unfit(state, event, `it was paused from ${s.pausedFrom}`);
+      }
+      const { startAt, dispatchDeadline } = event.data;
+      return { ...s, startAt, dispatchDeadline };
+    }
+    case 'CampaignCancellationRequested': {
+      const s = requireStatus(state, event, ['QUEUED', 'SCHEDULED', 'PAUSED']);
+      if (event.data.from !== s.status) throw unfit(state, event, `from is ${event.data.from}`);
+      return { ...s, status: 'CANCELLING', pausedFrom: null, statusChangedAt: event.data.at };
+    }
+    case 'CampaignCancelled': {
+      const s = requireStatus(state, event, ['CANCELLING']);
+      return { ...s, status: 'CANCELLED', statusChangedAt: event.data.at };
+    }
+    case 'CampaignExpired': {
+      const s = requireStatus(state, event, ['SCHEDULED']);
+      if (s.dispatchDeadline !== event.data.dispatchDeadline) {
+        throw unfit(state, event, `its dispatchDeadline is ${s.dispatchDeadline}`);
+      }
+      const { dispatchDeadline, at } = event.data;
+      return { ...s, status: 'EXPIRED', dispatchDeadline, statusChangedAt: at };
+    }
+    case 'CampaignRequeued': {
+      const s = requireStatus(state, event, ['DISPATCHING']);
+      expectEpoch(s, event, s.claimEpoch + 1);
+      const { epoch, at } = event.data;
+      return { ...s, status: 'QUEUED', claimEpoch: epoch, claimedAt: null, statusChangedAt: at };
+    }
+    case 'CampaignResendRequested': {
+      const s = requireStatus(state, event, ['PARTIAL', 'FAILED'], { live: true });
+      if (event.data.resendAttempt !== s.resendAttempt + 1) {
+        throw unfit(state, event, `its resendAttempt is ${s.resendAttempt}`);
+      }
+      const { resendAttempt, at } = event.data;
+      return { ...s, status: 'QUEUED', resendAttempt, failureReason: null, statusChangedAt: at };
+    }
+    case 'CampaignDeleted': {
+      const s = requireStatus(state, event, DELETABLE_STATUSES, { live: true });
+      return { ...s, deletedAt: event.data.at };
+    }
+    default:
+      return assertNever(event, 'campaign event');
+  }
+}
+
+function requireStatus<S extends CampaignStatus>(
+  state: CampaignState,
+  event: CampaignEvent,
+  allowed: readonly S[],
+  options: { live?: boolean } = {},
+): CampaignIn<S> {
+  if (!(allowed as readonly string[]).includes(state.status)) throw unfit(state, event);
+  const existing = state as CampaignIn<S>;
+  if (options.live && existing.deletedAt !== null) throw unfit(state, event, 'it is deleted');
+  return existing;
+}
+
+function expectEpoch(
+  state: ExistingCampaign,
+  event: CampaignEvent & { data: { epoch: number | null } },
+  epoch: number,
+) {
+  if (event.data.epoch !== epoch) {
+    throw unfit(state, event, `expected epoch ${epoch}, claim epoch is ${state.claimEpoch}`);
+  }
+}
+
+function unfit(state: CampaignState, event: CampaignEvent, why?: string): IllegalStateError {
+  const id = state.status === 'NONE' ? '(new)' : state.campaignId;
+  return new IllegalStateError(
+    `cannot apply ${event.type} to campaign ${id} in status ${state.status}${why ? `: ${why}` : ''}`,
+    { event: event.type, status: state.status, campaignId: id },
+  );
+}
