@@ -875,10 +875,13 @@ describe('campaign decider: claim epoch fencing (invariant 5)', () => {
 });
 
 describe('campaign decider: time and state rules', () => {
-  it('claiming a SCHEDULED campaign before its startAt is rejected', () => {
+  it('claiming a SCHEDULED campaign before its startAt is rejected, even by 1 ms', () => {
     given(historyFor('SCHEDULED'))
       .when(cmd.claim(at(59)))
       .thenThrows(IllegalStateError, /ClaimCampaign .* SCHEDULED: its startAt .* is after now/);
+    given(historyFor('SCHEDULED'))
+      .when(cmd.claim(new Date(Date.parse(START) - 1).toISOString()))
+      .thenThrows(IllegalStateError, /is after now/);
   });
 
   it('claiming or sending a SCHEDULED campaign after its deadline is rejected (it must expire)', () => {
@@ -1241,8 +1244,8 @@ describe('campaign decider: replay property (invariant 8)', () => {
       }
       // The stored form: events read back from jsonb and validated, state row read back from jsonb.
       const stored = JSON.parse(JSON.stringify(events)) as unknown[];
-      expect(fold(campaignDecider, stored.map(parseCampaignEvent)), `seed ${seed}`).toEqual(state);
-      expect(JSON.parse(JSON.stringify(state))).toEqual(state);
+      expect(fold(campaignDecider, stored.map(parseCampaignEvent)), `seed ${seed}`).toStrictEqual(state);
+      expect(JSON.parse(JSON.stringify(state)), 'state must be plain JSON').toStrictEqual(state);
     }
     // The walk is only worth something if it goes everywhere.
     expect([...reached].sort()).toEqual([...ALL_STATUSES].filter((s) => s !== 'NONE').sort());
