@@ -28,6 +28,24 @@ export interface StateStore<State> {
     version: number,
     expectedVersion: number,
   ): Promise<void>;
+  /** Batch form of `save` for sweeps; each write guarded by its own expected version. */
+  saveMany?(
+    sql: SqlClient,
+    writes: readonly { streamId: string; state: State; version: number; expectedVersion: number }[],
+  ): Promise<void>;
+}
+
+/** A stream loaded (and locked) by a sweep query, ready for a batch of commands. */
+export interface LoadedStream<State> {
+  streamId: string;
+  state: State;
+  version: number;
+}
+
+export interface BatchResult<State, Event> {
+  results: CommandResult<State, Event>[];
+  /** Streams whose command the decider refused (left unchanged), with the reason. */
+  refused: { streamId: string; error: Error }[];
 }
 
 export interface Aggregate<State, Command, Event extends DomainEvent> {
@@ -164,5 +182,88 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
     await store.save(tx, streamId, state, version + events.length, version);
     await writeOutbox(tx, outbox);
     return { streamId, events, appended, state, version: version + events.length, outbox };
+  }
+
+  /**
+   * Sweeps: runs one command per stream already loaded and locked in `tx` (FOR UPDATE SKIP LOCKED),
+   * then appends all events, saves all state rows and writes all outbox rows in three batch
+   * statements — still one transaction (invariant 1). `makeCommand` may return null to skip a stream.
+   */
+  async handleBatchInTransaction(
+    tx: SqlClient,
+    streams: readonly LoadedStream<State>[],
+    makeCommand: (stream: LoadedStream<State>, now: Date) => Command | null,
+    options: Pick<CommandOptions, 'meta'> = {},
+  ): Promise<BatchResult<State, Event>> {
+    const { decider, store, streamType } = this.aggregate;
+    if (streams.length === 0) return { results: [], refused: [] };
+    const now = await databaseNow(tx);
+    const meta: EventMeta = { correlationId: randomUUID(), pod: this.deps.pod, ...options.meta };
+    const decided: { stream: LoadedStream<State>; events: Event[] }[] = [];
+    const refused: BatchResult<State, Event>['refused'] = [];
+    for (const stream of streams) {
+      const command = makeCommand(stream, now);
+      if (command === null) continue;
+      try {
+        const events = decider.decide(command, stream.state);
+        if (events.length > 0) decided.push({ stream, events });
+      } catch (error) {
+        refused.push({ streamId: stream.streamId, error: error as Error });
+      }
+    }
+    const appended = await appendEvents(
+      tx,
+      decided.flatMap(({ stream, events }) =>
+        events.map((event, index) => ({
+          streamType,
+          streamId: stream.streamId,
+          version: stream.version + index + 1,
+          type: event.type,
+          data: event.data,
+          meta,
+        })),
+      ),
+    );
+    let cursor = 0;
+    const results: CommandResult<State, Event>[] = [];
+    const outbox: NewOutboxMessage[] = [];
+    for (const { stream, events } of decided) {
+      let state = stream.state;
+      const mine = appended.slice(cursor, cursor + events.length);
+      cursor += events.length;
+      const messages: NewOutboxMessage[] = [];
+      for (const [index, event] of events.entries()) {
+        state = decider.evolve(state, event);
+        const version = stream.version + index + 1;
+        const specs = this.aggregate.messagesFor?.({ streamId: stream.streamId, event, state, version }) ?? [];
+        const origin = {
+          eventPosition: mine[index]!.position,
+          eventType: event.type,
+          streamType,
+          streamId: stream.streamId,
+          meta,
+        };
+        messages.push(...toOutboxRows(origin, specs));
+      }
+      outbox.push(...messages);
+      results.push({
+        streamId: stream.streamId,
+        events,
+        appended: mine,
+        state,
+        version: stream.version + events.length,
+        outbox: messages,
+      });
+    }
+    const writes = results.map((r) => ({
+      streamId: r.streamId,
+      state: r.state,
+      version: r.version,
+      expectedVersion: r.version - r.events.length,
+    }));
+    if (store.saveMany) await store.saveMany(tx, writes);
+    else for (const w of writes) await store.save(tx, w.streamId, w.state, w.version, w.expectedVersion);
+    await writeOutbox(tx, outbox);
+    return { results, refused };
   }
 }

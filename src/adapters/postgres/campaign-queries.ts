@@ -1,0 +1,148 @@
+/**
+ * Campaign state table queries: the inline projection of campaign streams (invariant 1), batch
+ * claims for the scanner and the reaper (FOR UPDATE SKIP LOCKED: any number of scanners, invariant
+ * 7), and the due-time look-ups that arm the scanner's timer. Writes are guarded by the stream
+ * version they expect; a row that moved on makes the whole transaction fail with ConcurrencyError.
+ * Time comparisons use the database's now() (invariant 6).
+ */
+import type { ExistingCampaign } from '../../domain/campaign.js';
+import { ConcurrencyError } from '../../errors.js';
+import type { SqlClient } from '../../ports/database.js';
+
+/** Column ↔ state field, with the array type used by batch statements. */
+const COLUMNS = [
+  ['id', 'uuid', 'campaignId'],
+  ['organization_id', 'text', 'organizationId'],
+  ['channel', 'text', 'channel'],
+  ['cast_type', 'text', 'castType'],
+  ['audience_id', 'text', 'audienceId'],
+  ['line_oa_id', 'text', 'lineOaId'],
+  ['name', 'text', 'name'],
+  ['idempotency_key', 'text', 'idempotencyKey'],
+  ['status', 'text', 'status'],
+  ['start_at', 'timestamptz', 'startAt'],
+  ['dispatch_deadline', 'timestamptz', 'dispatchDeadline'],
+  ['claim_epoch', 'int', 'claimEpoch'],
+  ['claimed_at', 'timestamptz', 'claimedAt'],
+  ['paused_from', 'text', 'pausedFrom'],
+  ['deleted_at', 'timestamptz', 'deletedAt'],
+  ['resend_attempt', 'int', 'resendAttempt'],
+  ['failure_reason', 'text', 'failureReason'],
+  ['created_at', 'timestamptz', 'createdAt'],
+  ['status_changed_at', 'timestamptz', 'statusChangedAt'],
+] as const satisfies readonly (readonly [string, string, keyof ExistingCampaign])[];
+
+const TIME_FIELDS = new Set(COLUMNS.filter(([, type]) => type === 'timestamptz').map(([, , field]) => field));
+const columnList = COLUMNS.map(([column]) => column).join(', ');
+const unnestArgs = COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ');
+const VERSION_ARG = COLUMNS.length + 1;
+const EXPECTED_ARG = COLUMNS.length + 2;
+
+export const SELECT_CAMPAIGN = `select ${columnList}, version from campaign where id = $1`;
+
+export const INSERT_CAMPAIGNS = `
+  insert into campaign (${columnList}, version)
+  select * from unnest(${unnestArgs}, $${VERSION_ARG}::int[])`;
+
+export const UPDATE_CAMPAIGNS = `
+  update campaign c
+     set ${COLUMNS.filter(([column]) => column !== 'id')
+       .map(([column]) => `${column} = s.${column}`)
+       .join(', ')}, version = s.version
+    from unnest(${unnestArgs}, $${VERSION_ARG}::int[], $${EXPECTED_ARG}::int[])
+           as s(${columnList}, version, expected_version)
+   where c.id = s.id and c.version = s.expected_version`;
+
+/** Due campaigns (SCHEDULED at or past start_at, or QUEUED), oldest first, locked for this claim. */
+export const LOCK_DUE_CAMPAIGNS = `
+  select ${columnList}, version from campaign
+   where status in ('SCHEDULED', 'QUEUED') and deleted_at is null
+     and (start_at is null or start_at <= now() or status = 'QUEUED')
+   order by start_at nulls first, id
+   limit $1
+   for update skip locked`;
+
+/** Live claims whose heartbeat is older than the stale threshold (the reaper's work). */
+export const LOCK_STALE_CLAIMS = `
+  select ${columnList}, version from campaign
+   where status = 'DISPATCHING' and claimed_at < now() - make_interval(secs => $1 / 1000.0)
+   order by claimed_at
+   limit $2
+   for update skip locked`;
+
+/** Milliseconds until the next SCHEDULED campaign becomes due (null: none), by the database clock. */
+export const NEXT_CAMPAIGN_DUE_IN_MS = `
+  select greatest(0, extract(epoch from (min(start_at) - now())) * 1000)::float8 as due_in_ms
+    from campaign where status = 'SCHEDULED' and deleted_at is null`;
+
+type CampaignRow = Record<(typeof COLUMNS)[number][0], unknown> & { version: number };
+
+export function campaignFromRow(row: CampaignRow): { state: ExistingCampaign; version: number } {
+  const state: Record<string, unknown> = {};
+  for (const [column, , field] of COLUMNS) {
+    const value = row[column];
+    state[field] = value instanceof Date ? value.toISOString() : (value ?? null);
+  }
+  return { state: state as unknown as ExistingCampaign, version: row.version };
+}
+
+function columnArrays(states: readonly ExistingCampaign[]): unknown[][] {
+  return COLUMNS.map(([, , field]) =>
+    states.map((state) => {
+      const value = (state as unknown as Record<string, unknown>)[field];
+      return TIME_FIELDS.has(field) || value !== undefined ? (value ?? null) : null;
+    }),
+  );
+}
+
+export async function loadCampaign(
+  sql: SqlClient,
+  id: string,
+): Promise<{ state: ExistingCampaign; version: number } | null> {
+  if (!/^[0-9a-f-]{36}$/i.test(id)) return null;
+  const { rows } = await sql.query<CampaignRow>(SELECT_CAMPAIGN, [id]);
+  return rows[0] ? campaignFromRow(rows[0]) : null;
+}
+
+export interface CampaignWrite {
+  state: ExistingCampaign;
+  version: number;
+  expectedVersion: number;
+}
+
+/** Inserts new campaign rows and updates existing ones, each guarded by its expected version. */
+export async function saveCampaigns(sql: SqlClient, writes: readonly CampaignWrite[]): Promise<void> {
+  const inserts = writes.filter((w) => w.expectedVersion === 0);
+  const updates = writes.filter((w) => w.expectedVersion > 0);
+  if (inserts.length > 0) {
+    await sql.query(INSERT_CAMPAIGNS, [
+      ...columnArrays(inserts.map((w) => w.state)),
+      inserts.map((w) => w.version),
+    ]);
+  }
+  if (updates.length > 0) {
+    const { rowCount } = await sql.query(UPDATE_CAMPAIGNS, [
+      ...columnArrays(updates.map((w) => w.state)),
+      updates.map((w) => w.version),
+      updates.map((w) => w.expectedVersion),
+    ]);
+    if (rowCount !== updates.length) {
+      throw new ConcurrencyError(`${updates.length - rowCount} campaign row(s) changed concurrently`);
+    }
+  }
+}
+
+export async function lockDueCampaigns(sql: SqlClient, limit: number) {
+  const { rows } = await sql.query<CampaignRow>(LOCK_DUE_CAMPAIGNS, [limit]);
+  return rows.map(campaignFromRow);
+}
+
+export async function lockStaleClaims(sql: SqlClient, staleAfterMs: number, limit: number) {
+  const { rows } = await sql.query<CampaignRow>(LOCK_STALE_CLAIMS, [staleAfterMs, limit]);
+  return rows.map(campaignFromRow);
+}
+
+export async function nextCampaignDueInMs(sql: SqlClient): Promise<number | null> {
+  const { rows } = await sql.query<{ due_in_ms: number | null }>(NEXT_CAMPAIGN_DUE_IN_MS);
+  return rows[0]?.due_in_ms ?? null;
+}

@@ -1,0 +1,81 @@
+/**
+ * The campaign aggregate as the command handler sees it: the pure decider, its state table (the
+ * inline projection) and the outbox messages its events cause. A claim of a LINE campaign causes
+ * exactly one message to line_broadcast_rich_message / line_multicast_rich_message carrying the
+ * claim's epoch (invariant 5: the destination accepts it only while the campaign is DISPATCHING
+ * with that epoch). Written in the claim's transaction (invariant 1), published by the relay only.
+ */
+
+import { loadCampaign, saveCampaigns } from '../adapters/postgres/campaign-queries.js';
+import {
+  CAMPAIGN_STREAM_TYPE,
+  type CampaignCommand,
+  type CampaignEvent,
+  type CampaignState,
+  campaignDecider,
+  campaignDestination,
+  type ExistingCampaign,
+} from '../domain/campaign.js';
+import type { Aggregate, StateStore } from '../eventstore/command-handler.js';
+import type { OutboxMessageSpec } from '../outbox/outbox-writer.js';
+
+/** The payload seed 000's LINE delivery workers consume, plus the fencing epoch. */
+export interface LineDispatchPayload {
+  campaignId: string;
+  audienceId: string | null;
+  organizationId: string;
+  lineOaId: string | null;
+  castType: 'broadcast' | 'multicast';
+  epoch: number;
+}
+
+/** Dispatch messages outrank reporting-style traffic (seed 003: priorities 1–3 vs 5). */
+export const DISPATCH_PRIORITY = 1;
+
+function asExisting(state: CampaignState): ExistingCampaign {
+  if (state.status === 'NONE') throw new Error('a campaign state row cannot be NONE');
+  return state;
+}
+
+export const campaignStore: StateStore<CampaignState> = {
+  load: loadCampaign,
+  save: (sql, _streamId, state, version, expectedVersion) =>
+    saveCampaigns(sql, [{ state: asExisting(state), version, expectedVersion }]),
+  saveMany: (sql, writes) =>
+    saveCampaigns(
+      sql,
+      writes.map((w) => ({
+        state: asExisting(w.state),
+        version: w.version,
+        expectedVersion: w.expectedVersion,
+      })),
+    ),
+};
+
+export function dispatchMessagesFor(event: CampaignEvent, state: CampaignState): OutboxMessageSpec[] {
+  if (event.type !== 'CampaignClaimed' || state.status !== 'DISPATCHING' || state.channel !== 'line')
+    return [];
+  const payload: LineDispatchPayload = {
+    campaignId: state.campaignId,
+    audienceId: state.audienceId,
+    organizationId: state.organizationId,
+    lineOaId: state.lineOaId,
+    castType: state.castType ?? 'multicast',
+    epoch: state.claimEpoch,
+  };
+  return [
+    {
+      destination: campaignDestination(state),
+      payload,
+      priority: DISPATCH_PRIORITY,
+      headers: { 'x-herald-epoch': state.claimEpoch, 'x-herald-organization-id': state.organizationId },
+    },
+  ];
+}
+
+export const campaignAggregate: Aggregate<CampaignState, CampaignCommand, CampaignEvent> = {
+  streamType: CAMPAIGN_STREAM_TYPE,
+  decider: campaignDecider,
+  store: campaignStore,
+  messagesFor: ({ event, state }) => dispatchMessagesFor(event, state),
+};

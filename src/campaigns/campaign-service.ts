@@ -1,0 +1,162 @@
+/**
+ * The campaign library API (create, schedule, send now, pause, resume, reschedule, cancel, delete,
+ * get, history). Each call is one command through the command handler: one transaction with its
+ * events, state row and outbox rows (invariant 1), time from the database (invariant 6). After a
+ * commit that makes a campaign due soon, the scanner is woken (coalesced NOTIFY); after a commit
+ * that wrote outbox rows, the relay is.
+ */
+import { randomUUID } from 'node:crypto';
+import type { EventMeta } from '../adapters/postgres/event-queries.js';
+import { readStream, type StoredEvent } from '../adapters/postgres/event-queries.js';
+import {
+  CAMPAIGN_STREAM_TYPE,
+  type CampaignCommand,
+  type CampaignEvent,
+  type CampaignState,
+  type CreateCampaign,
+  type ExistingCampaign,
+} from '../domain/campaign.js';
+import { NotFoundError } from '../errors.js';
+import type { AggregateCommands, CommandHandler, CommandResult } from '../eventstore/command-handler.js';
+import type { Database } from '../ports/database.js';
+import { channels, type WakeupSignal } from '../ports/wakeups.js';
+import { campaignAggregate } from './campaign-aggregate.js';
+
+type Times = Date | string;
+type WithoutCommandFields<C> = Omit<C, 'type' | 'now' | 'campaignId'>;
+
+export type NewCampaign = WithoutCommandFields<CreateCampaign> & { campaignId?: string };
+
+export interface CampaignServiceDeps {
+  db: Database;
+  handler: CommandHandler;
+  wakeups?: WakeupSignal;
+  /** Campaigns due within this horizon wake the scanner at once; later ones are found by its poll. */
+  wakeHorizonMs?: number;
+}
+
+export class CampaignService {
+  private readonly campaigns: AggregateCommands<CampaignState, CampaignCommand, CampaignEvent>;
+
+  constructor(private readonly deps: CampaignServiceDeps) {
+    this.campaigns = deps.handler.for(campaignAggregate);
+  }
+
+  /** Creates a DRAFT campaign (or BUILDING with mode 'building'). Returns its id. */
+  async create(input: NewCampaign, meta?: EventMeta): Promise<ExistingCampaign> {
+    const campaignId = input.campaignId ?? randomUUID();
+    return this.run(campaignId, (now) => ({ ...input, type: 'CreateCampaign', campaignId, now }), meta);
+  }
+
+  /** DRAFT → SCHEDULED at `startAt` (optionally with a dispatch deadline). */
+  schedule(campaignId: string, startAt: Times, dispatchDeadline?: Times | null, meta?: EventMeta) {
+    return this.run(
+      campaignId,
+      (now) => ({
+        type: 'ScheduleCampaign',
+        campaignId,
+        now,
+        startAt,
+        ...(dispatchDeadline !== undefined ? { dispatchDeadline } : {}),
+      }),
+      meta,
+    );
+  }
+
+  /** DRAFT/BUILDING → QUEUED (no future startAt) or SCHEDULED. */
+  activate(campaignId: string, meta?: EventMeta) {
+    return this.run(campaignId, (now) => ({ type: 'ActivateCampaign', campaignId, now }), meta);
+  }
+
+  /** QUEUED/SCHEDULED → DISPATCHING at once: the scanner's claim, without waiting for the scanner. */
+  sendNow(campaignId: string, meta?: EventMeta) {
+    return this.run(campaignId, (now) => ({ type: 'SendNow', campaignId, now }), meta);
+  }
+
+  pause(campaignId: string, meta?: EventMeta) {
+    return this.run(campaignId, (now) => ({ type: 'PauseCampaign', campaignId, now }), meta);
+  }
+
+  resume(campaignId: string, meta?: EventMeta) {
+    return this.run(campaignId, (now) => ({ type: 'ResumeCampaign', campaignId, now }), meta);
+  }
+
+  reschedule(campaignId: string, startAt: Times, dispatchDeadline?: Times | null, meta?: EventMeta) {
+    return this.run(
+      campaignId,
+      (now) => ({
+        type: 'RescheduleCampaign',
+        campaignId,
+        now,
+        startAt,
+        ...(dispatchDeadline !== undefined ? { dispatchDeadline } : {}),
+      }),
+      meta,
+    );
+  }
+
+  cancel(campaignId: string, reason?: string, meta?: EventMeta) {
+    return this.run(
+      campaignId,
+      (now) => ({ type: 'CancelCampaign', campaignId, now, ...(reason ? { reason } : {}) }),
+      meta,
+    );
+  }
+
+  delete(campaignId: string, meta?: EventMeta) {
+    return this.run(campaignId, (now) => ({ type: 'DeleteCampaign', campaignId, now }), meta);
+  }
+
+  /** Runs any campaign command (workers, recovery jobs) and returns the full result. */
+  execute(campaignId: string, makeCommand: (now: Date) => CampaignCommand, meta?: EventMeta) {
+    return this.handle(campaignId, makeCommand, meta);
+  }
+
+  async get(campaignId: string): Promise<ExistingCampaign> {
+    const loaded = await campaignAggregate.store.load(this.deps.db, campaignId);
+    if (!loaded || loaded.state.status === 'NONE')
+      throw new NotFoundError(`campaign ${campaignId} not found`);
+    return loaded.state;
+  }
+
+  history(campaignId: string, until?: Date): Promise<StoredEvent[]> {
+    return readStream(this.deps.db, CAMPAIGN_STREAM_TYPE, campaignId, until ? { until } : {});
+  }
+
+  private async run(
+    campaignId: string,
+    makeCommand: (now: Date) => CampaignCommand,
+    meta?: EventMeta,
+  ): Promise<ExistingCampaign> {
+    const result = await this.handle(campaignId, makeCommand, meta);
+    return result.state as ExistingCampaign;
+  }
+
+  private async handle(
+    campaignId: string,
+    makeCommand: (now: Date) => CampaignCommand,
+    meta?: EventMeta,
+  ): Promise<CommandResult<CampaignState, CampaignEvent>> {
+    let now: Date | undefined;
+    const result = await this.campaigns.handle(
+      campaignId,
+      (dbNow) => {
+        now = dbNow;
+        return makeCommand(dbNow);
+      },
+      meta ? { meta } : {},
+    );
+    this.wakeScannerIfDueSoon(result.state, now);
+    return result;
+  }
+
+  private wakeScannerIfDueSoon(state: CampaignState, now: Date | undefined): void {
+    if (!this.deps.wakeups || !now) return;
+    if (state.status !== 'QUEUED' && state.status !== 'SCHEDULED') return;
+    const horizon = this.deps.wakeHorizonMs ?? 60_000;
+    const dueIn = state.startAt ? Date.parse(state.startAt) - now.getTime() : 0;
+    if (state.status === 'QUEUED' || dueIn <= horizon) {
+      this.deps.wakeups.signal(channels.due(this.deps.db.schema));
+    }
+  }
+}

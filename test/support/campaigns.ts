@@ -1,0 +1,29 @@
+/** Fixtures for campaign tests: a service wired to a test database, and campaign inputs. */
+import { CampaignService } from '../../src/campaigns/campaign-service.js';
+import { CommandHandler } from '../../src/eventstore/command-handler.js';
+import type { Database } from '../../src/ports/database.js';
+
+export function campaignService(db: Database): CampaignService {
+  return new CampaignService({ db, handler: new CommandHandler({ db, pod: 'test' }) });
+}
+
+export function lineCampaign(overrides: Record<string, unknown> = {}) {
+  return {
+    mode: 'draft' as const,
+    organizationId: 'org-1',
+    channel: 'line' as const,
+    castType: 'multicast' as const,
+    audienceId: 'aud-1',
+    lineOaId: 'oa-1',
+    name: 'test campaign',
+    ...overrides,
+  };
+}
+
+/** A time `ms` after the database's now(), for schedules (time comes from the database, invariant 6). */
+export async function dbTimePlus(db: Database, ms: number): Promise<Date> {
+  const { rows } = await db.query<{ at: Date }>('select now() + make_interval(secs => $1 / 1000.0) as at', [
+    ms,
+  ]);
+  return rows[0]!.at;
+}
