@@ -46,6 +46,11 @@ const envSchema = z.object({
   HERALD_RELAY_RETENTION_HOURS: nonNegativeInt.default(168),
   HERALD_NOTIFY_COALESCE_MS: nonNegativeInt.default(20),
 
+  HERALD_SCANNER_BATCH_SIZE: positiveInt.max(10_000).default(500),
+  HERALD_SCANNER_POLL_MS: positiveInt.default(30_000),
+  HERALD_CAMPAIGN_STALE_CLAIM_SECONDS: positiveInt.default(900),
+  HERALD_DELIVERY_HEARTBEAT_SECONDS: positiveInt.default(300),
+
   HERALD_CONSUMER_PREFETCH: positiveInt.max(65_535).default(32),
   HERALD_CONSUMER_MAX_ATTEMPTS: positiveInt.default(5),
   HERALD_CONSUMER_RETRY_DELAY_MS: positiveInt.default(10_000),
@@ -66,6 +71,17 @@ export interface HeraldConfig {
   readonly relay: RelaySettings;
   readonly notifyCoalesceMs: number;
   readonly consumer: ConsumerSettings;
+  readonly scanner: ScannerSettings;
+}
+
+export interface ScannerSettings {
+  readonly batchSize: number;
+  /** Fallback poll; also the horizon within which a newly scheduled campaign wakes the scanner. */
+  readonly pollMs: number;
+  /** Seed 000: a DISPATCHING campaign without a heartbeat for this long is reclaimed (15 min). */
+  readonly staleClaimMs: number;
+  /** Seed 000: the delivery worker refreshes its claim this often during a send (5 min). */
+  readonly heartbeatMs: number;
 }
 
 export interface RelaySettings {
@@ -138,6 +154,12 @@ export function loadConfig(
       retentionHours: e.HERALD_RELAY_RETENTION_HOURS,
     },
     notifyCoalesceMs: e.HERALD_NOTIFY_COALESCE_MS,
+    scanner: {
+      batchSize: e.HERALD_SCANNER_BATCH_SIZE,
+      pollMs: e.HERALD_SCANNER_POLL_MS,
+      staleClaimMs: e.HERALD_CAMPAIGN_STALE_CLAIM_SECONDS * 1000,
+      heartbeatMs: e.HERALD_DELIVERY_HEARTBEAT_SECONDS * 1000,
+    },
     consumer: {
       prefetch: e.HERALD_CONSUMER_PREFETCH,
       maxAttempts: e.HERALD_CONSUMER_MAX_ATTEMPTS,
