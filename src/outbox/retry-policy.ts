@@ -1,0 +1,72 @@
+/**
+ * Retry delays for outbox rows whose publish failed (invariant 2: the pending row with a growing
+ * `next_attempt_at` IS the retry). Pure: the random source is injected, so tests pin it.
+ *
+ * The exponential ceiling for attempt n (1-based: the attempt that just failed) is
+ * `min(maxMs, baseMs * 2^(n-1))`. Jitter spreads the retries of a batch that failed together (a broker
+ * outage fails thousands of rows in the same second) so they do not return as one thundering herd:
+ *
+ * - `full` (AWS "full jitter"): uniform in [0, ceiling]. Best spread; single retries may come early.
+ * - `equal`: uniform in [ceiling/2, ceiling]. Consecutive ranges do not overlap, so a row's delay
+ *   never shrinks from one attempt to the next (until the cap): the default for the relay.
+ * - `decorrelated` (AWS "decorrelated jitter"): uniform in [baseMs, 3 × previous delay], capped.
+ *   Needs the previous delay; the outbox stores only the attempt count, so when none is given the
+ *   previous attempt's ceiling stands in for it.
+ */
+export type JitterMode = 'full' | 'equal' | 'decorrelated';
+
+export interface BackoffSettings {
+  readonly baseMs: number;
+  readonly maxMs: number;
+  readonly jitter: JitterMode;
+}
+
+/** A source of uniform numbers in [0, 1), like Math.random. */
+export type RandomSource = () => number;
+
+/** 2^exponent would overflow to Infinity beyond ~1023; anything above 2^52 × base is capped anyway. */
+const MAX_EXPONENT = 52;
+
+/** The exponential ceiling for `attempt` (1-based), before jitter. */
+export function backoffCeilingMs(
+  attempt: number,
+  settings: Pick<BackoffSettings, 'baseMs' | 'maxMs'>,
+): number {
+  const exponent = Math.min(MAX_EXPONENT, Math.max(0, Math.floor(attempt) - 1));
+  return Math.min(settings.maxMs, settings.baseMs * 2 ** exponent);
+}
+
+/**
+ * The delay before the next attempt, after attempt number `attempt` (1-based) failed. Always within
+ * [0, maxMs], and an integer number of milliseconds.
+ */
+export function retryDelayMs(
+  attempt: number,
+  settings: BackoffSettings,
+  random: RandomSource = Math.random,
+  previousDelayMs?: number,
+): number {
+  const r = clampUnit(random());
+  const ceiling = backoffCeilingMs(attempt, settings);
+  switch (settings.jitter) {
+    case 'full':
+      return Math.round(r * ceiling);
+    case 'equal':
+      return Math.round(ceiling / 2 + (r * ceiling) / 2);
+    case 'decorrelated': {
+      const previous =
+        previousDelayMs ?? (attempt > 1 ? backoffCeilingMs(attempt - 1, settings) : settings.baseMs);
+      const upper = Math.max(settings.baseMs, previous * 3);
+      return Math.round(Math.min(settings.maxMs, settings.baseMs + r * (upper - settings.baseMs)));
+    }
+    default: {
+      const exhaustive: never = settings.jitter;
+      return exhaustive;
+    }
+  }
+}
+
+function clampUnit(value: number): number {
+  if (!Number.isFinite(value) || value < 0) return 0;
+  return Math.min(value, 1);
+}
