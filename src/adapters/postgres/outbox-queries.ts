@@ -36,6 +36,29 @@ export const CLAIM_OUTBOX = `
   returning o.id, o.message_id, o.event_position, o.sink, o.destination, o.routing_key, o.partition_key,
             o.headers, o.payload, o.priority, o.attempts, o.created_at, o.recovery_count`;
 
+/**
+ * The relay's claim: the same CTE, lease and order as CLAIM_OUTBOX, returning only what publishing
+ * needs and the payload as its JSON text, so the body is serialized once (by PostgreSQL) instead of
+ * parsed into objects and stringified again for every message.
+ */
+export const CLAIM_OUTBOX_FOR_PUBLISH = `
+  with claimable as (
+    select id from outbox
+     where status = 'pending' and next_attempt_at <= now() and sink = any($4::text[])
+     order by priority, next_attempt_at, id
+     limit $1
+     for update skip locked
+  )
+  update outbox o
+     set attempts = o.attempts + 1,
+         locked_until = now() + make_interval(secs => $2),
+         next_attempt_at = now() + make_interval(secs => $2),
+         locked_by = $3
+    from claimable
+   where o.id = claimable.id
+  returning o.id, o.message_id, o.sink, o.destination, o.routing_key, o.partition_key, o.headers,
+            o.payload::text as payload_text, o.priority, o.attempts, o.created_at`;
+
 export const MARK_SENT = `
   update outbox o
      set status = 'sent', sent_at = now(), locked_until = null, locked_by = null,
@@ -87,9 +110,13 @@ export const PRUNE_SENT = `
   )
   delete from outbox o using prunable where o.id = prunable.id`;
 
-/** Delay until the earliest pending row becomes due (null: none pending), by the database clock. */
+/**
+ * Delay until the earliest pending row becomes due (null: none pending), by the database clock.
+ * Negative when already due; the function clamps. (Not `greatest(0, …)`: greatest ignores NULL, so an
+ * empty outbox would read as "due now" and an idle relay would spin.)
+ */
 export const NEXT_DUE_IN_MS = `
-  select greatest(0, extract(epoch from (min(next_attempt_at) - now())) * 1000)::float8 as due_in_ms
+  select (extract(epoch from (min(next_attempt_at) - now())) * 1000)::float8 as due_in_ms
     from outbox where status = 'pending' and sink = any($1::text[])`;
 
 export const REQUEUE_DEAD_BY_ID = `
@@ -187,6 +214,67 @@ export async function claimOutbox(
     .sort((a, b) => a.priority - b.priority || a.id - b.id);
 }
 
+/** A claimed row as the relay publishes it: the payload stays JSON text. */
+export interface ClaimedForPublish {
+  id: number;
+  messageId: string;
+  sink: Sink;
+  destination: string;
+  routingKey: string | null;
+  partitionKey: string | null;
+  headers: Record<string, string | number | boolean>;
+  payloadText: string;
+  priority: number;
+  /** The claim's attempt number: the lease token markSent / scheduleRetry / releaseClaims check. */
+  attempts: number;
+  createdAt: Date;
+}
+
+interface ClaimedForPublishRow {
+  id: number;
+  message_id: string;
+  sink: Sink;
+  destination: string;
+  routing_key: string | null;
+  partition_key: string | null;
+  headers: Record<string, string | number | boolean>;
+  payload_text: string;
+  priority: number;
+  attempts: number;
+  created_at: Date;
+}
+
+/** Claims up to `limit` due rows for `sinks`, leased for `lockSeconds`; returned in (priority, id) order. */
+export async function claimOutboxForPublish(
+  sql: SqlClient,
+  params: { limit: number; lockSeconds: number; owner: string; sinks: readonly Sink[] },
+): Promise<ClaimedForPublish[]> {
+  const { rows } = await sql.query<ClaimedForPublishRow>(CLAIM_OUTBOX_FOR_PUBLISH, [
+    params.limit,
+    params.lockSeconds,
+    params.owner,
+    params.sinks,
+  ]);
+  const claimed = new Array<ClaimedForPublish>(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!;
+    claimed[i] = {
+      id: row.id,
+      messageId: row.message_id,
+      sink: row.sink,
+      destination: row.destination,
+      routingKey: row.routing_key,
+      partitionKey: row.partition_key,
+      headers: row.headers,
+      payloadText: row.payload_text,
+      priority: row.priority,
+      attempts: row.attempts,
+      createdAt: row.created_at,
+    };
+  }
+  return claimed.sort((a, b) => a.priority - b.priority || a.id - b.id);
+}
+
 export async function markSent(
   sql: SqlClient,
   confirmed: readonly { id: number; attempts: number; brokerRef: string | null }[],
@@ -228,18 +316,26 @@ export async function recoverDead(
   sql: SqlClient,
   params: { cooldownSeconds: number; maxRounds: number; limit: number },
 ): Promise<number> {
-  const { rowCount } = await sql.query(RECOVER_DEAD, [params.cooldownSeconds, params.maxRounds, params.limit]);
+  const { rowCount } = await sql.query(RECOVER_DEAD, [
+    params.cooldownSeconds,
+    params.maxRounds,
+    params.limit,
+  ]);
   return rowCount;
 }
 
-export async function pruneSent(sql: SqlClient, params: { retentionHours: number; limit: number }): Promise<number> {
+export async function pruneSent(
+  sql: SqlClient,
+  params: { retentionHours: number; limit: number },
+): Promise<number> {
   const { rowCount } = await sql.query(PRUNE_SENT, [params.retentionHours, params.limit]);
   return rowCount;
 }
 
 export async function nextDueInMs(sql: SqlClient, sinks: readonly Sink[]): Promise<number | null> {
   const { rows } = await sql.query<{ due_in_ms: number | null }>(NEXT_DUE_IN_MS, [sinks]);
-  return rows[0]?.due_in_ms ?? null;
+  const dueInMs = rows[0]?.due_in_ms ?? null;
+  return dueInMs === null ? null : Math.max(0, dueInMs);
 }
 
 export async function requeueDead(sql: SqlClient, ids: readonly number[]): Promise<number[]> {
