@@ -1,0 +1,548 @@
+/**
+ * The outbox relay: the only code that publishes (invariant 2). It claims due outbox rows with
+ * SKIP LOCKED and a short lease (invariant 7: any number of relays, no coordination), publishes them
+ * through the sink of their kind, and marks a row `sent` only after the broker confirmed it
+ * (invariant 3). Every publish of a row carries its `message_id` (invariant 4), so a relay that dies
+ * between the confirm and the mark costs a duplicate that consumers drop, never a loss.
+ *
+ * Loop: claim a batch (batchSize rows) → publish → mark sent / schedule retry, pipelined: while earlier
+ * batches wait for their confirms and marks, the next ones are claimed and published, up to `inFlight`
+ * rows outstanding. It keeps claiming while batches come back full; then it sleeps until a NOTIFY on
+ * `channels.outbox(schema)`, the next row's due time (read from the database clock, invariant 6), or
+ * `idlePollMs`, whichever is first.
+ *
+ * Failures:
+ * - `rejected` (nack, unroutable): retry after an exponential, jittered delay; the attempt that reaches
+ *   `maxAttempts` makes the row `dead`. Maintenance re-queues dead rows after a cooldown, for a bounded
+ *   number of rounds.
+ * - `unavailable` (no broker): the row waits with the same backoff but never becomes dead. The relay
+ *   also stops claiming and probes with single rows, backing off, until the broker answers again, so
+ *   an outage does not churn through the whole backlog.
+ * - database loss: logged, retried with backoff, forever; no row is skipped (claims and marks are
+ *   guarded by the claim's attempt number, so a late mark after a lost lease changes nothing).
+ */
+import {
+  type ClaimedForPublish,
+  claimOutboxForPublish,
+  markSent,
+  nextDueInMs,
+  pruneSent,
+  recoverDead,
+  releaseClaims,
+  type Sink,
+  scheduleRetry,
+} from '../adapters/postgres/outbox-queries.js';
+import type { RelaySettings } from '../config.js';
+import { errorMessage, IllegalStateError } from '../errors.js';
+import { type Logger, silentLogger } from '../logger.js';
+import type { Database } from '../ports/database.js';
+import type { MessageSink, OutboundMessage, PublishOutcome } from '../ports/message-sink.js';
+import { channels, type WakeupListener } from '../ports/wakeups.js';
+import { HEADER } from './outbox-writer.js';
+import { type BackoffSettings, type JitterMode, type RandomSource, retryDelayMs } from './retry-policy.js';
+
+/** The sinks this relay owns, by kind; it claims only rows for these. */
+export interface RelaySinks {
+  readonly amqp?: MessageSink;
+  readonly kafka?: MessageSink;
+}
+
+export interface ConfirmedBatch {
+  readonly ids: readonly number[];
+  readonly messageIds: readonly string[];
+}
+
+/** Test seams. Never set in production. */
+export interface OutboxRelayHooks {
+  /** Runs after the broker confirmed a batch and before the relay marks it (crash-window tests). */
+  beforeMark?: (batch: ConfirmedBatch) => Promise<void> | void;
+}
+
+export interface OutboxRelayOptions {
+  db: Database;
+  sinks: RelaySinks;
+  settings: RelaySettings;
+  /** Recorded in `locked_by`; the pod name. */
+  owner: string;
+  /** Wake-ups on NOTIFY; without one the relay polls (idlePollMs) and follows due times. */
+  listener?: WakeupListener;
+  logger?: Logger;
+  /** Jitter for row retries. Default 'equal': a row's delay never shrinks between attempts. */
+  jitter?: JitterMode;
+  random?: RandomSource;
+  /** Dead-row recovery and pruning period. Default 30 s. */
+  maintenanceIntervalMs?: number;
+  hooks?: OutboxRelayHooks;
+}
+
+export interface RelayCounters {
+  /** Rows confirmed by the broker and marked sent. */
+  published: number;
+  /** Failed publish attempts (rows rescheduled or made dead). */
+  failed: number;
+  /** Rows made dead. */
+  dead: number;
+  /** Claimed batches. */
+  batches: number;
+  /** Claimed rows. */
+  claimed: number;
+  /** Claimed rows handed back unpublished (stop). */
+  released: number;
+  /** Dead rows re-queued by maintenance. */
+  recovered: number;
+  /** Sent rows pruned by maintenance. */
+  pruned: number;
+}
+
+/** Retrying the database: quick at first, never slower than every 5 s (it coming back is the normal case). */
+const DB_RETRY: BackoffSettings = { baseMs: 200, maxMs: 5_000, jitter: 'equal' };
+/** Probing a broker that was unavailable: never slower than every 5 s, whatever the row backoff cap. */
+const BROKER_PROBE_MAX_MS = 5_000;
+/** "Unavailable" never makes a row dead: an attempt bound no row reaches (int4 max). */
+const NEVER_DEAD = 2_147_483_647;
+/** Shortest idle sleep when a row is already due but could not be claimed (locked by another relay). */
+const MIN_IDLE_MS = 10;
+const RECOVER_LIMIT = 1_000;
+const PRUNE_LIMIT = 10_000;
+/** Upper bound on statements per maintenance run, so pruning a huge backlog cannot starve the loop. */
+const MAX_MAINTENANCE_ROUNDS = 50;
+
+interface Sleeper {
+  finish: () => void;
+  wakeable: boolean;
+}
+
+export class OutboxRelay {
+  readonly counters: RelayCounters = {
+    published: 0,
+    failed: 0,
+    dead: 0,
+    batches: 0,
+    claimed: 0,
+    released: 0,
+    recovered: 0,
+    pruned: 0,
+  };
+
+  private readonly db: Database;
+  private readonly settings: RelaySettings;
+  private readonly logger: Logger;
+  private readonly sinkKinds: Sink[];
+  private readonly backoff: BackoffSettings;
+  private readonly random: RandomSource;
+  private loop: Promise<void> | undefined;
+  private stopping = false;
+  private wakeRequested = false;
+  private sleeper: Sleeper | undefined;
+  private readonly tasks = new Set<Promise<void>>();
+  private outstanding = 0;
+  private taskDone: (() => void) | undefined;
+  private brokerFailures = 0;
+  /** Consecutive loop failures (database away); reset by any successful claim. */
+  private dbFailures = 0;
+  private pausedUntil = 0;
+  private maintenanceTimer: NodeJS.Timeout | undefined;
+  private maintenanceRunning: Promise<unknown> | undefined;
+
+  constructor(private readonly options: OutboxRelayOptions) {
+    this.db = options.db;
+    this.settings = options.settings;
+    this.logger = options.logger ?? silentLogger;
+    this.sinkKinds = (Object.keys(options.sinks) as Sink[]).filter(
+      (kind) => options.sinks[kind] !== undefined,
+    );
+    if (this.sinkKinds.length === 0) throw new IllegalStateError('the relay needs at least one sink');
+    this.backoff = {
+      baseMs: this.settings.backoffBaseMs,
+      maxMs: this.settings.backoffMaxMs,
+      jitter: options.jitter ?? 'equal',
+    };
+    this.random = options.random ?? Math.random;
+  }
+
+  /**
+   * Starts the loop and periodic maintenance. Resolves once the relay listens for wake-ups (the loop
+   * runs before that; while the database is down this waits for it).
+   */
+  async start(): Promise<void> {
+    if (this.loop) throw new IllegalStateError('relay already started');
+    this.stopping = false;
+    this.loop = this.run();
+    const interval = this.options.maintenanceIntervalMs ?? 30_000;
+    this.maintenanceTimer = setInterval(() => this.maintainInBackground(), interval);
+    this.maintenanceTimer.unref();
+    this.maintainInBackground();
+    if (this.options.listener) {
+      try {
+        await this.options.listener.subscribe(channels.outbox(this.db.schema), () => this.wake());
+      } catch (error) {
+        this.logger.warn({ err: error }, 'relay cannot listen for wake-ups; polling only');
+      }
+    }
+    this.logger.info({ sinks: this.sinkKinds, settings: this.settings }, 'relay started');
+  }
+
+  /**
+   * Graceful stop: no new claims; in-flight publishes finish and are marked; rows claimed but not yet
+   * handed to a sink are released (pending, attempt not counted). Resolves when all of that is done.
+   */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.maintenanceTimer) clearInterval(this.maintenanceTimer);
+    this.maintenanceTimer = undefined;
+    this.sleeper?.finish();
+    await this.loop;
+    await Promise.all(this.tasks);
+    await this.maintenanceRunning;
+    this.loop = undefined;
+    this.logger.info({ counters: this.counters }, 'relay stopped');
+  }
+
+  /** True while the loop sleeps with nothing in flight (health checks, tests). */
+  get idle(): boolean {
+    return this.sleeper?.wakeable === true && this.tasks.size === 0;
+  }
+
+  /** Asks the loop to claim now (a NOTIFY arrived, or rows were re-queued). */
+  wake(): void {
+    this.wakeRequested = true;
+    if (this.sleeper?.wakeable) this.sleeper.finish();
+  }
+
+  /**
+   * For tests and tools: claims and publishes until a claim comes back short, then waits for every
+   * publish and mark. Not while the loop runs.
+   */
+  async drainOnce(): Promise<RelayCounters> {
+    if (this.loop) throw new IllegalStateError('drainOnce() while the relay runs');
+    await this.pump(false);
+    await Promise.all(this.tasks);
+    return { ...this.counters };
+  }
+
+  /** Re-queues dead rows past their cooldown (bounded rounds) and prunes sent rows past retention. */
+  async runMaintenance(): Promise<{ recovered: number; pruned: number }> {
+    let recovered = 0;
+    for (let round = 0; round < MAX_MAINTENANCE_ROUNDS; round++) {
+      const count = await recoverDead(this.db, {
+        cooldownSeconds: this.settings.recoveryCooldownSeconds,
+        maxRounds: this.settings.recoveryMaxRounds,
+        limit: RECOVER_LIMIT,
+      });
+      recovered += count;
+      if (count < RECOVER_LIMIT) break;
+    }
+    let pruned = 0;
+    for (let round = 0; round < MAX_MAINTENANCE_ROUNDS; round++) {
+      const count = await pruneSent(this.db, {
+        retentionHours: this.settings.retentionHours,
+        limit: PRUNE_LIMIT,
+      });
+      pruned += count;
+      if (count < PRUNE_LIMIT) break;
+    }
+    this.counters.recovered += recovered;
+    this.counters.pruned += pruned;
+    if (recovered > 0) {
+      this.logger.info({ recovered }, 'dead outbox rows re-queued after cooldown');
+      this.wake();
+    }
+    if (pruned > 0) this.logger.debug({ pruned }, 'sent outbox rows pruned');
+    return { recovered, pruned };
+  }
+
+  private maintainInBackground(): void {
+    if (this.maintenanceRunning || this.stopping) return;
+    this.maintenanceRunning = this.runMaintenance()
+      .catch((error: unknown) => this.logger.warn({ err: error }, 'outbox maintenance failed; will retry'))
+      .finally(() => {
+        this.maintenanceRunning = undefined;
+      });
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        await this.pump(true);
+        if (!this.stopping) await this.waitForWork();
+        this.dbFailures = 0;
+      } catch (error) {
+        this.dbFailures++;
+        const delayMs = retryDelayMs(this.dbFailures, DB_RETRY, this.random);
+        this.logger.error({ err: error, attempt: this.dbFailures, delayMs }, 'relay loop failed; retrying');
+        if (!this.stopping) await this.sleep(delayMs, false);
+      }
+    }
+    await Promise.all(this.tasks);
+  }
+
+  /**
+   * Claims and dispatches batches while they come back full, keeping at most `inFlight` rows
+   * outstanding. Returns when a claim comes back short (nothing more due now) or on stop.
+   */
+  private async pump(running: boolean): Promise<void> {
+    const fullBatch = Math.min(this.settings.batchSize, this.settings.inFlight);
+    while (!this.stopping) {
+      if (this.pausedUntil > Date.now()) {
+        if (!running) return;
+        await this.sleep(this.pausedUntil - Date.now(), false);
+        continue;
+      }
+      if (this.settings.inFlight - this.outstanding < fullBatch) {
+        await this.nextTaskDone();
+        continue;
+      }
+      // While the broker is unavailable, probe with one row instead of failing a whole batch.
+      const limit = this.brokerFailures > 0 ? 1 : fullBatch;
+      this.wakeRequested = false;
+      const rows = await claimOutboxForPublish(this.db, {
+        limit,
+        lockSeconds: this.settings.lockSeconds,
+        owner: this.options.owner,
+        sinks: this.sinkKinds,
+      });
+      this.dbFailures = 0;
+      this.counters.claimed += rows.length;
+      if (rows.length > 0) {
+        if (this.stopping) {
+          await this.release(rows);
+          return;
+        }
+        this.dispatch(rows);
+      }
+      if (rows.length < limit) return;
+      if (this.brokerFailures > 0) await this.nextTaskDone(); // one probe at a time
+    }
+  }
+
+  /** Sleeps until a wake-up, the next due row, or the idle poll. */
+  private async waitForWork(): Promise<void> {
+    if (this.wakeRequested) return;
+    let waitMs = this.settings.idlePollMs;
+    const dueInMs = await nextDueInMs(this.db, this.sinkKinds);
+    if (dueInMs !== null) waitMs = Math.min(waitMs, Math.max(MIN_IDLE_MS, Math.ceil(dueInMs)));
+    if (this.wakeRequested || this.stopping) return;
+    await this.sleep(waitMs, true);
+  }
+
+  private sleep(ms: number, wakeable: boolean): Promise<void> {
+    return new Promise((resolve) => {
+      const sleeper: Sleeper = {
+        wakeable,
+        finish: () => {
+          clearTimeout(timer);
+          if (this.sleeper === sleeper) this.sleeper = undefined;
+          resolve();
+        },
+      };
+      const timer = setTimeout(sleeper.finish, Math.max(0, ms));
+      this.sleeper = sleeper;
+    });
+  }
+
+  private nextTaskDone(): Promise<void> {
+    if (this.tasks.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const previous = this.taskDone;
+      this.taskDone = () => {
+        previous?.();
+        resolve();
+      };
+    });
+  }
+
+  private dispatch(rows: ClaimedForPublish[]): void {
+    this.outstanding += rows.length;
+    this.counters.batches++;
+    const task: Promise<void> = this.publishAndMark(rows)
+      .catch((error: unknown) => {
+        // Only reachable through a bug: marks retry internally. The lease returns the rows.
+        this.logger.error({ err: error, rows: rows.length }, 'relay batch failed');
+      })
+      .finally(() => {
+        this.outstanding -= rows.length;
+        this.tasks.delete(task);
+        const done = this.taskDone;
+        this.taskDone = undefined;
+        done?.();
+      });
+    this.tasks.add(task);
+  }
+
+  private async publishAndMark(rows: ClaimedForPublish[]): Promise<void> {
+    const outcomes = await this.publish(rows);
+    if (this.options.hooks?.beforeMark) {
+      const confirmed = rows.filter((_, index) => outcomes[index]!.ok);
+      await this.options.hooks.beforeMark({
+        ids: confirmed.map((row) => row.id),
+        messageIds: confirmed.map((row) => row.messageId),
+      });
+    }
+    await this.mark(rows, outcomes);
+  }
+
+  /** Publishes rows through their sinks; returns one outcome per row, in row order. */
+  private async publish(rows: ClaimedForPublish[]): Promise<PublishOutcome[]> {
+    const groups = new Map<Sink, { indexes: number[]; messages: OutboundMessage[] }>();
+    for (let index = 0; index < rows.length; index++) {
+      const row = rows[index]!;
+      let group = groups.get(row.sink);
+      if (!group) {
+        group = { indexes: [], messages: [] };
+        groups.set(row.sink, group);
+      }
+      group.indexes.push(index);
+      group.messages.push({
+        id: row.id,
+        messageId: row.messageId,
+        destination: row.destination,
+        routingKey: row.routingKey,
+        partitionKey: row.partitionKey,
+        headers: row.headers,
+        body: Buffer.from(row.payloadText, 'utf8'),
+        priority: row.priority,
+        timestamp: row.createdAt,
+      });
+    }
+    const outcomes = new Array<PublishOutcome>(rows.length);
+    await Promise.all(
+      [...groups].map(async ([kind, group]) => {
+        const sink = this.options.sinks[kind];
+        let results: PublishOutcome[];
+        try {
+          results = sink
+            ? await sink.publish(group.messages)
+            : group.messages.map((m) => noOutcome(m.id, `no ${kind} sink in this relay`));
+        } catch (error) {
+          results = group.messages.map((m) => noOutcome(m.id, `sink threw: ${errorMessage(error)}`));
+        }
+        const byId = new Map(results.map((result) => [result.id, result]));
+        for (const [position, index] of group.indexes.entries()) {
+          const id = group.messages[position]!.id;
+          outcomes[index] = byId.get(id) ?? noOutcome(id, 'sink returned no outcome');
+        }
+      }),
+    );
+    return outcomes;
+  }
+
+  /** Marks confirmed rows sent and schedules retries for the rest, each in one batch statement. */
+  private async mark(rows: ClaimedForPublish[], outcomes: PublishOutcome[]): Promise<void> {
+    const sent: { id: number; attempts: number; brokerRef: string | null }[] = [];
+    const rejected: { id: number; attempts: number; error: string; delayMs: number }[] = [];
+    const unavailable: { id: number; attempts: number; error: string; delayMs: number }[] = [];
+    const failedRows = new Map<number, { row: ClaimedForPublish; error: string; delayMs: number }>();
+    for (let index = 0; index < rows.length; index++) {
+      const row = rows[index]!;
+      const outcome = outcomes[index]!;
+      if (outcome.ok) {
+        sent.push({ id: row.id, attempts: row.attempts, brokerRef: outcome.brokerRef });
+        continue;
+      }
+      const delayMs = retryDelayMs(row.attempts, this.backoff, this.random);
+      const retry = { id: row.id, attempts: row.attempts, error: outcome.error, delayMs };
+      if (outcome.failure === 'unavailable') unavailable.push(retry);
+      else rejected.push(retry);
+      failedRows.set(row.id, { row, error: outcome.error, delayMs });
+    }
+    this.trackBroker(rows.length, unavailable.length);
+
+    const lease = this.settings.lockSeconds * 1_000;
+    const [marked, rescheduled, waiting] = await Promise.all([
+      this.withDatabaseRetry('mark sent', lease, () => markSent(this.db, sent)),
+      this.withDatabaseRetry('schedule retry', lease, () =>
+        scheduleRetry(this.db, rejected, this.settings.maxAttempts),
+      ),
+      this.withDatabaseRetry('schedule retry', lease, () => scheduleRetry(this.db, unavailable, NEVER_DEAD)),
+    ]);
+    this.counters.published += marked ?? 0;
+    this.counters.failed += (rescheduled?.length ?? 0) + (waiting?.length ?? 0);
+
+    if (this.logger.isLevelEnabled('debug')) {
+      for (const row of rows) {
+        if (!failedRows.has(row.id)) this.logger.debug(messageFields(row), 'published');
+      }
+    }
+    for (const { id, status } of [...(rescheduled ?? []), ...(waiting ?? [])]) {
+      const failure = failedRows.get(id)!;
+      const fields = { ...messageFields(failure.row), error: failure.error };
+      if (status === 'dead') {
+        this.counters.dead++;
+        this.logger.error(fields, 'publish failed for the last time; outbox row is dead');
+      } else {
+        this.logger.warn({ ...fields, retryInMs: failure.delayMs }, 'publish failed; retry scheduled');
+      }
+    }
+    // A retry may now be due before whatever the idle loop is waiting for.
+    if (failedRows.size > 0) this.wake();
+  }
+
+  /** Counts consecutive batches that failed only for lack of a broker, and pauses claiming meanwhile. */
+  private trackBroker(total: number, unavailable: number): void {
+    if (unavailable > 0 && unavailable === total) {
+      this.brokerFailures++;
+      const delayMs = retryDelayMs(
+        this.brokerFailures,
+        { ...this.backoff, maxMs: Math.min(this.backoff.maxMs, BROKER_PROBE_MAX_MS) },
+        this.random,
+      );
+      this.pausedUntil = Date.now() + delayMs;
+      if (this.brokerFailures === 1)
+        this.logger.warn({ delayMs }, 'broker unavailable; pausing claims and probing');
+    } else if (this.brokerFailures > 0 && unavailable < total) {
+      this.logger.info({ after: this.brokerFailures }, 'broker available again');
+      this.brokerFailures = 0;
+      this.pausedUntil = 0;
+      this.wake();
+    }
+  }
+
+  private async release(rows: ClaimedForPublish[]): Promise<void> {
+    const claims = rows.map((row) => ({ id: row.id, attempts: row.attempts }));
+    await this.withDatabaseRetry('release claims', this.settings.lockSeconds * 1_000, () =>
+      releaseClaims(this.db, claims),
+    );
+    this.counters.released += rows.length;
+  }
+
+  /**
+   * Runs a guarded statement, retrying while the database is away, for at most `budgetMs` (the lease:
+   * after it, another relay may own the rows and the guard makes our statement a no-op anyway).
+   * Returns undefined when it gave up; the rows' lease then hands them to the next claim.
+   */
+  private async withDatabaseRetry<T>(
+    what: string,
+    budgetMs: number,
+    work: () => Promise<T>,
+  ): Promise<T | undefined> {
+    const deadline = Date.now() + budgetMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await work();
+      } catch (error) {
+        const delayMs = retryDelayMs(attempt, DB_RETRY, this.random);
+        if (Date.now() + delayMs > deadline) {
+          this.logger.error({ err: error, attempt }, `${what} failed; the lease will return the rows`);
+          return undefined;
+        }
+        this.logger.warn({ err: error, attempt, delayMs }, `${what} failed; retrying`);
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+      }
+    }
+  }
+}
+
+function noOutcome(id: number, error: string): PublishOutcome {
+  return { id, ok: false, error, failure: 'unavailable' };
+}
+
+function messageFields(row: ClaimedForPublish): Record<string, unknown> {
+  return {
+    messageId: row.messageId,
+    correlationId: row.headers[HEADER.correlationId],
+    aggregateId: row.headers[HEADER.streamId],
+    outboxId: row.id,
+    attempts: row.attempts,
+    destination: row.destination,
+  };
+}
