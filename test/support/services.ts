@@ -4,7 +4,7 @@
  * files run in parallel without sharing rows; broker resources get unique names per test.
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
+import { dropDatabase, recreateDatabase } from '../../src/adapters/postgres/admin.js';
 import { createDatabase } from '../../src/adapters/postgres/database.js';
 import { migrate } from '../../src/adapters/postgres/migrator.js';
 import { type HeraldConfig, loadConfig } from '../../src/config.js';
@@ -29,25 +29,12 @@ export interface TestDatabase {
   drop: () => Promise<void>;
 }
 
-function withDatabase(url: string, database: string): string {
-  const parsed = new URL(url);
-  parsed.pathname = `/${database}`;
-  return parsed.toString();
-}
-
 export async function createTestDatabase(
   options: { schema?: string; migrate?: boolean } = {},
 ): Promise<TestDatabase> {
   const adminUrl = requireEnv('DATABASE_URL');
   const name = uniqueName('herald_test');
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`create database ${name}`);
-  } finally {
-    await admin.end();
-  }
-  const url = withDatabase(adminUrl, name);
+  const url = await recreateDatabase(adminUrl, name);
   const schema = options.schema ?? 'herald';
   if (options.migrate ?? true) await migrate({ url, schema });
   const db = createDatabase({ url, schema, poolSize: 20 });
@@ -68,13 +55,7 @@ export async function createTestDatabase(
     config,
     drop: async () => {
       await db.close();
-      const cleanup = new pg.Client({ connectionString: adminUrl });
-      await cleanup.connect();
-      try {
-        await cleanup.query(`drop database if exists ${name} with (force)`);
-      } finally {
-        await cleanup.end();
-      }
+      await dropDatabase(adminUrl, name);
     },
   };
 }
