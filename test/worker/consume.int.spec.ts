@@ -586,7 +586,7 @@ describe('consume', () => {
   // 'error' on a client whose connection ends mid-transaction, and pg-pool only listens while the client
   // is idle, so today a database connection lost during ANY transaction is an uncaught exception that
   // kills the process. The toolkit's handling (transient → retry) is right; the adapter crashes first.
-  it.skip('treats a database connection lost mid-handler as transient: no effect from that attempt, retried', async () => {
+  it('treats a database connection lost mid-handler as transient: no effect from that attempt, retried', async () => {
     const queue = newQueue();
     const name = uniqueName('dbloss');
     const attempts: number[] = [];

@@ -96,6 +96,12 @@ class PgDatabase implements Database {
   private async runOnce<T>(work: (tx: SqlClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
+    // pg-pool listens for 'error' only on idle clients: a connection lost mid-transaction would
+    // otherwise be an uncaught exception. Record it, and destroy the client on release.
+    const onError = (error: Error) => {
+      broken = error;
+    };
+    client.on('error', onError);
     try {
       await client.query('begin');
       const tx: SqlClient = {
@@ -115,7 +121,8 @@ class PgDatabase implements Database {
       }
       throw error;
     } finally {
-      // A client whose rollback failed is in an unknown state: destroy it rather than reuse it.
+      // A client whose connection failed or whose rollback failed is in an unknown state: destroy it.
+      client.removeListener('error', onError);
       client.release(broken instanceof Error ? broken : undefined);
     }
   }
