@@ -30,7 +30,7 @@
  * queues on RabbitMQ ≥ 4 treat > 4 as high, so Herald's reporting traffic at 5 stays "normal").
  */
 import type { Channel, ConfirmChannel, Options } from 'amqplib';
-import { BrokerUnavailableError, errorMessage } from '../../errors.js';
+import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type {
   MessageSink,
@@ -415,10 +415,7 @@ function failed(id: number, reason: Failure): PublishOutcome {
   return { id, ok: false, error: reason.error, failure: reason.failure };
 }
 
+/** Every `unavailable` reason starts with "broker unavailable:", so `last_error` reads the same for all of them. */
 function unavailable(error: unknown): Failure {
-  const message = errorMessage(error);
-  return {
-    error: error instanceof BrokerUnavailableError ? message : `broker unavailable: ${message}`,
-    failure: 'unavailable',
-  };
+  return { error: `broker unavailable: ${errorMessage(error)}`, failure: 'unavailable' };
 }

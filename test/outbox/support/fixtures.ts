@@ -81,9 +81,16 @@ export class BrokerFixture {
 
   static async open(): Promise<BrokerFixture> {
     const model = await amqp.connect(requireEnv('AMQP_URL'));
+    model.on('error', () => {}); // a broker-outage test may take the broker away under us
     const channel = await model.createChannel();
+    channel.on('error', () => {});
     await channel.prefetch(2_000);
     return new BrokerFixture(model, channel, new Set());
+  }
+
+  /** Deletes `queue` when this fixture closes (queues declared elsewhere). */
+  adopt(queue: string): void {
+    this.queues.add(queue);
   }
 
   /** Declares a fresh durable quorum queue (deleted by close()). */
@@ -126,8 +133,18 @@ export class BrokerFixture {
   }
 
   async close(): Promise<void> {
-    for (const queue of this.queues) await this.channel.deleteQueue(queue).catch(() => {});
-    await this.model.close().catch(() => {});
+    for (const queue of this.queues) {
+      try {
+        await this.channel.deleteQueue(queue);
+      } catch {
+        // the broker went away with this connection; the next fixture's close() cleans up
+      }
+    }
+    try {
+      await this.model.close();
+    } catch {
+      // already closed
+    }
   }
 }
 
