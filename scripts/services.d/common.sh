@@ -27,6 +27,8 @@ port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 pid_alive() {
   local pid=$1 pattern=${2:-}
   [[ $pid =~ ^[0-9]+$ ]] && [[ -d /proc/$pid ]] || return 1
+  # A zombie has exited already (here PID 1 may be slow to reap orphans).
+  [[ $(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$pid/status" 2>/dev/null) != Z ]] || return 1
   [[ -z $pattern ]] && return 0
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$pattern"
 }
@@ -54,11 +56,13 @@ wait_ready() {
   done
 }
 
-# Sends SIGTERM to <pid>, waits up to <timeout> seconds for it to exit, then SIGKILLs it.
+# Sends SIGTERM (or $STOP_SIGNAL, set by `stop --kill`) to <pid>, waits up to <timeout> seconds
+# for it to exit, then SIGKILLs it.
+STOP_SIGNAL=TERM
 stop_pid() {
   local pid=$1 timeout=${2:-30}
   pid_alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null || true
+  kill "-$STOP_SIGNAL" "$pid" 2>/dev/null || true
   local deadline=$((SECONDS + timeout))
   while pid_alive "$pid"; do
     if ((SECONDS >= deadline)); then
@@ -117,7 +121,7 @@ apt_packages_install() {
   local users=() u
   [[ " $* " == *" redis-server "* ]] && users+=(redis)
   [[ " $* " == *" rabbitmq-server "* ]] && users+=(rabbitmq)
-  before=$(for u in "${users[@]}"; do pgrep -u "$u" 2>/dev/null; done | sort)
+  before=$(for u in "${users[@]}"; do pgrep -u "$u" 2>/dev/null || true; done | sort)
 
   local apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -y
     -o DPkg::Lock::Timeout=300 --no-install-recommends install "$@")
@@ -129,7 +133,7 @@ apt_packages_install() {
     { "${sudo[@]}" apt-get -q -o DPkg::Lock::Timeout=300 update && "${apt[@]}"; } >>"$out" 2>&1 || rc=$?
   fi
 
-  after=$(for u in "${users[@]}"; do pgrep -u "$u" 2>/dev/null; done | sort)
+  after=$(for u in "${users[@]}"; do pgrep -u "$u" 2>/dev/null || true; done | sort)
   local pid
   for pid in $(comm -13 <(echo "$before") <(echo "$after")); do
     log "stopping system daemon started by the package install (pid $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80))"
