@@ -27,6 +27,10 @@ const envSchema = z.object({
   AMQP_URL: url(['amqp', 'amqps']).optional(),
   HERALD_AMQP_QUEUE_TYPE: z.enum(['quorum', 'classic']).default('quorum'),
   REDIS_URL: url(['redis', 'rediss']).optional(),
+  HERALD_TICK_KEY_PREFIX: z
+    .string()
+    .regex(/^\S+$/, 'must be non-empty and contain no whitespace')
+    .default('CAMPAIGN_SCHEDULE_TICK'),
   KAFKA_BROKERS: z
     .string()
     .regex(/^[^,\s]+:\d+(,[^,\s]+:\d+)*$/, 'must be host:port[,host:port…]')
@@ -65,6 +69,8 @@ export interface HeraldConfig {
   readonly amqpUrl: string | undefined;
   readonly amqpQueueType: 'quorum' | 'classic';
   readonly redisUrl: string | undefined;
+  /** Redis key prefix of the tick role's per-minute SET NX keys (seed 000: CAMPAIGN_SCHEDULE_TICK). */
+  readonly tickKeyPrefix: string;
   readonly kafkaBrokers: readonly string[];
   readonly logLevel: HeraldEnv['HERALD_LOG_LEVEL'];
   readonly pod: string;
@@ -138,6 +144,7 @@ export function loadConfig(
     amqpUrl: e.AMQP_URL,
     amqpQueueType: e.HERALD_AMQP_QUEUE_TYPE,
     redisUrl: e.REDIS_URL,
+    tickKeyPrefix: e.HERALD_TICK_KEY_PREFIX,
     kafkaBrokers: e.KAFKA_BROKERS ? e.KAFKA_BROKERS.split(',') : [],
     logLevel: e.HERALD_LOG_LEVEL,
     pod: e.HERALD_POD ?? defaults.pod ?? `herald-${process.pid}`,
