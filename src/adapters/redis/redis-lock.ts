@@ -1,0 +1,126 @@
+/**
+ * A thin ioredis adapter for one-shot keys: `setOnce(key, ttl)` is `SET key 1 NX EX ttl`. The tick
+ * role uses it so that, of N replicas, one publishes each minute's tick. It only cuts load
+ * (invariant 7): Redis may be down, slow or wrong and nothing is lost or duplicated, because the
+ * caller treats 'unavailable' as "go ahead" and the database (a unique event version) decides.
+ *
+ * So the adapter must never stall a caller: no offline queue (a command sent while disconnected is
+ * refused at once instead of piling up), a bounded connect and command timeout, reconnection in the
+ * background, and driver errors mapped to 'unavailable' (and logged) instead of thrown.
+ */
+import { Redis } from 'ioredis';
+import { errorMessage } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+
+export type SetOnceResult = 'acquired' | 'taken' | 'unavailable';
+
+export interface RedisLockOptions {
+  url: string;
+  logger: Logger;
+  /** Bounds the TCP connect, each command, and how long a command waits for a connection in progress. */
+  timeoutMs?: number;
+  /** Connection name shown by CLIENT LIST. */
+  name?: string;
+}
+
+/** Background reconnect delay: fast first retries, capped so an outage costs at most ~2 s once Redis is back. */
+const reconnectDelayMs = (attempt: number) => Math.min(2_000, 50 * 2 ** Math.min(attempt, 6));
+
+/** Statuses in which a connection attempt is under way and a command may briefly wait for it. */
+const CONNECTING = new Set(['wait', 'connecting', 'connect']);
+
+export class RedisLock {
+  private readonly client: Redis;
+  private readonly timeoutMs: number;
+  private readonly logger: Logger;
+  /** Log the first failure of an outage as a warning, the rest at debug, and the recovery once. */
+  private down = false;
+  private closed = false;
+
+  constructor(options: RedisLockOptions) {
+    this.timeoutMs = options.timeoutMs ?? 500;
+    this.logger = options.logger.child({ component: 'redis' });
+    this.client = new Redis(options.url, {
+      connectionName: options.name ?? 'herald',
+      connectTimeout: this.timeoutMs,
+      commandTimeout: this.timeoutMs,
+      // Fail fast while disconnected: a queued SET would fire minutes late, for a stale minute.
+      enableOfflineQueue: false,
+      // Never resend a SET NX whose reply was lost: if it had been applied, the resend would read
+      // our own key as "taken" and nobody would publish that minute. Ambiguity must mean 'unavailable'.
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      retryStrategy: (attempt) => (this.closed ? null : reconnectDelayMs(attempt)),
+    });
+    this.client.on('error', (error: Error) => this.noteFailure(error));
+    this.client.on('ready', () => {
+      if (this.down) this.logger.info('redis reachable again');
+      this.down = false;
+    });
+  }
+
+  /** `SET key 1 NX EX ttlSeconds`: 'acquired' if this call created the key, 'taken' if it existed. */
+  async setOnce(key: string, ttlSeconds: number): Promise<SetOnceResult> {
+    if (this.closed) return 'unavailable';
+    try {
+      await this.untilReady();
+      const reply = await this.client.set(key, '1', 'EX', ttlSeconds, 'NX');
+      this.down = false;
+      return reply === 'OK' ? 'acquired' : 'taken';
+    } catch (error) {
+      this.noteFailure(error, key);
+      return 'unavailable';
+    }
+  }
+
+  /** True while connected and ready for commands. */
+  get ready(): boolean {
+    return this.client.status === 'ready';
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.client.status === 'ready') {
+      try {
+        await this.client.quit();
+        return;
+      } catch {
+        // fall through to a hard disconnect
+      }
+    }
+    this.client.disconnect();
+  }
+
+  /**
+   * Right after construction (or mid-reconnect) a connection may be seconds from ready; a command
+   * sent then would be refused. Wait for it, but never longer than the timeout, and not at all
+   * when the client is between reconnect attempts (Redis is down: fail fast).
+   */
+  private untilReady(): Promise<void> {
+    if (this.client.status === 'ready' || !CONNECTING.has(this.client.status)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.client.off('ready', done);
+        this.client.off('close', done);
+        this.client.off('end', done);
+        resolve();
+      };
+      const timer = setTimeout(done, this.timeoutMs);
+      this.client.once('ready', done);
+      this.client.once('close', done);
+      this.client.once('end', done);
+    });
+  }
+
+  private noteFailure(error: unknown, key?: string): void {
+    const fields = { err: error, ...(key ? { key } : {}) };
+    if (this.down || this.closed) {
+      this.logger.debug(fields, `redis unavailable: ${errorMessage(error)}`);
+      return;
+    }
+    this.down = true;
+    this.logger.warn(fields, `redis unavailable: ${errorMessage(error)}`);
+  }
+}
