@@ -84,10 +84,20 @@ wait_port_closed() {
   done
 }
 
-# Describes who listens on a port (for "not managed by this checkout" messages).
+# Describes who listens on a port (for "not managed by this checkout" messages): the process
+# and, when it is one of ours, the checkout it runs from (its cwd is under <repo>/.services/).
 port_owner() {
   command -v ss >/dev/null 2>&1 || return 0
-  ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'users:(([^)]*))' | head -n 1
+  local line pid cwd
+  line=$(ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'users:(([^)]*))' | head -n 1)
+  [[ -n $line ]] || return 0
+  pid=$(grep -o 'pid=[0-9]*' <<<"$line" | head -n 1 | cut -d= -f2)
+  cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null || true)
+  if [[ $cwd == */.services/* ]]; then
+    echo "(pid $pid, started from ${cwd%%/.services/*})"
+  else
+    echo "(${line#users:})"
+  fi
 }
 
 # ---------------------------------------------------------------------------------------------
