@@ -96,7 +96,7 @@ port_owner() {
   if [[ $cwd == */.services/* ]]; then
     echo "(pid $pid, started from ${cwd%%/.services/*})"
   else
-    echo "(${line#users:})"
+    echo "($(grep -o '"[^"]*"' <<<"$line" | head -n 1 | tr -d '"'), pid $pid)"
   fi
 }
 

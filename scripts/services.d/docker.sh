@@ -29,6 +29,7 @@ docker_start() {
   local s=$1 name args=()
   name=$(docker_name "$s")
   docker rm -f "$name" >/dev/null 2>&1 || true
+  # shellcheck disable=SC2054 # commas inside values (broker,controller), not separators
   case $s in
     postgres) args=(-p "127.0.0.1:$PG_PORT:5432" -e POSTGRES_USER=herald -e POSTGRES_DB=herald
       -e POSTGRES_HOST_AUTH_METHOD=trust postgres:15-alpine

@@ -122,7 +122,7 @@ kafka_start() {
   log "starting KRaft broker on 127.0.0.1:$KAFKA_PORT (controller :$KAFKA_CONTROLLER_PORT)"
   # shellcheck disable=SC2086 # KAFKA_HEAP is a list of JVM flags
   (
-    cd "$KAFKA_DIR"
+    cd "$KAFKA_DIR" || exit 1
     exec setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$KAFKA_PIDFILE" \
       nohup java $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
       -Dlog4j.configuration="file:$REPO_ROOT/scripts/kafka/log4j.properties" \
@@ -135,7 +135,7 @@ kafka_start() {
     sleep 0.05
   done
   if ! wait_ready "Kafka" 120 "$KAFKA_LOG_DIR/server.log" "$pid" kafka_probe; then
-    tail_log "$KAFKA_OUT" 10
+    if [[ -s $KAFKA_OUT ]]; then tail_log "$KAFKA_OUT" 10; fi
     die "Kafka not ready"
   fi
   log "ready in $(since "$t0") (pid $pid)"

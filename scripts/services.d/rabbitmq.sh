@@ -98,7 +98,7 @@ rabbitmq_start() {
   # shutdown, and the new session keeps the node alive after the calling shell/CI step exits.
   (
     rabbit_env
-    cd "$RABBIT_DIR"
+    cd "$RABBIT_DIR" || exit 1
     exec setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$RABBIT_LAUNCHER_PIDFILE" \
       nohup "$RABBIT_SBIN/rabbitmq-server" </dev/null >>"$RABBIT_OUT" 2>&1
   ) &
