@@ -6,8 +6,9 @@
  * between the confirm and the mark costs a duplicate that consumers drop, never a loss.
  *
  * Loop: claim a batch (batchSize rows) → publish → mark sent / schedule retry, pipelined: while earlier
- * batches wait for their confirms and marks, the next ones are claimed and published, up to `inFlight`
- * rows outstanding. It keeps claiming while batches come back full; then it sleeps until a NOTIFY on
+ * batches wait for their confirms and marks, the next ones are claimed and published: up to `inFlight`
+ * unconfirmed messages at the broker plus one batch queued behind them, and up to `inFlight` rows
+ * being marked. It keeps claiming while batches come back full; then it sleeps until a NOTIFY on
  * `channels.outbox(schema)`, the next row's due time (read from the database clock, invariant 6), or
  * `idlePollMs`, whichever is first.
  *
@@ -135,8 +136,11 @@ export class OutboxRelay {
   private wakeRequested = false;
   private sleeper: Sleeper | undefined;
   private readonly tasks = new Set<Promise<void>>();
-  private outstanding = 0;
-  private taskDone: (() => void) | undefined;
+  /** Claimed rows not yet settled by their sink (queued in it or awaiting the broker's confirm). */
+  private publishing = 0;
+  /** Rows whose outcome is being written back (mark sent / schedule retry). */
+  private marking = 0;
+  private progress: (() => void) | undefined;
   private brokerFailures = 0;
   /** Consecutive loop failures (database away); reset by any successful claim. */
   private dbFailures = 0;
@@ -288,8 +292,11 @@ export class OutboxRelay {
         await this.sleep(this.pausedUntil - Date.now(), false);
         continue;
       }
-      if (this.settings.inFlight - this.outstanding < fullBatch) {
-        await this.nextTaskDone();
+      // The sink holds at most inFlight unconfirmed messages; one more batch may wait in it, so the
+      // broker's window refills the moment confirms arrive. Marks have a budget of their own: rows
+      // being written back do not occupy the broker's window.
+      if (this.publishing > this.settings.inFlight || this.marking >= this.settings.inFlight) {
+        await this.nextProgress();
         continue;
       }
       // While the broker is unavailable, probe with one row instead of failing a whole batch.
@@ -311,7 +318,7 @@ export class OutboxRelay {
         this.dispatch(rows);
       }
       if (rows.length < limit) return;
-      if (this.brokerFailures > 0) await this.nextTaskDone(); // one probe at a time
+      if (this.brokerFailures > 0) await this.nextProgress(); // one probe at a time
     }
   }
 
@@ -340,37 +347,51 @@ export class OutboxRelay {
     });
   }
 
-  private nextTaskDone(): Promise<void> {
+  /** Resolves when a batch moves on (published, or marked); immediately when nothing is outstanding. */
+  private nextProgress(): Promise<void> {
     if (this.tasks.size === 0) return Promise.resolve();
     return new Promise((resolve) => {
-      const previous = this.taskDone;
-      this.taskDone = () => {
+      const previous = this.progress;
+      this.progress = () => {
         previous?.();
         resolve();
       };
     });
   }
 
+  private signalProgress(): void {
+    const progress = this.progress;
+    this.progress = undefined;
+    progress?.();
+  }
+
   private dispatch(rows: ClaimedForPublish[]): void {
-    this.outstanding += rows.length;
+    this.publishing += rows.length;
     this.counters.batches++;
-    const task: Promise<void> = this.publishAndMark(rows)
+    let phase: 'publishing' | 'marking' | 'done' = 'publishing';
+    const moveTo = (next: 'marking' | 'done') => {
+      if (phase === 'publishing') this.publishing -= rows.length;
+      if (phase === 'marking') this.marking -= rows.length;
+      if (next === 'marking') this.marking += rows.length;
+      phase = next;
+      this.signalProgress();
+    };
+    const task: Promise<void> = this.publishAndMark(rows, () => moveTo('marking'))
       .catch((error: unknown) => {
         // Only reachable through a bug: marks retry internally. The lease returns the rows.
         this.logger.error({ err: error, rows: rows.length }, 'relay batch failed');
       })
       .finally(() => {
-        this.outstanding -= rows.length;
+        moveTo('done');
         this.tasks.delete(task);
-        const done = this.taskDone;
-        this.taskDone = undefined;
-        done?.();
+        this.signalProgress();
       });
     this.tasks.add(task);
   }
 
-  private async publishAndMark(rows: ClaimedForPublish[]): Promise<void> {
+  private async publishAndMark(rows: ClaimedForPublish[], published: () => void): Promise<void> {
     const outcomes = await this.publish(rows);
+    published();
     if (this.options.hooks?.beforeMark) {
       const confirmed = rows.filter((_, index) => outcomes[index]!.ok);
       await this.options.hooks.beforeMark({

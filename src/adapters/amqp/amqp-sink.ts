@@ -101,6 +101,8 @@ interface BatchState {
   outcomes: (PublishOutcome | undefined)[];
   /** Slots whose confirm failed with the channel closing: classified once the close reason is known. */
   closedSlots: number[];
+  /** 1 once a message's outcome is settled: confirms arriving after a timeout are ignored. */
+  settled: Uint8Array;
   /** Messages written and not yet settled. */
   remaining: number;
   /** Set once the write phase is over; called when `remaining` reaches 0 after that. */
@@ -132,6 +134,7 @@ export class AmqpSink implements MessageSink {
 
     const state: BatchState = {
       outcomes: new Array(batch.length),
+      settled: new Uint8Array(batch.length),
       closedSlots: [],
       remaining: 0,
       done: undefined,
@@ -203,30 +206,6 @@ export class AmqpSink implements MessageSink {
   }
 
   private publishOne(session: Session, message: OutboundMessage, index: number, state: BatchState): void {
-    let settled = false;
-    const settle = (outcome: PublishOutcome | 'closed') => {
-      if (settled) return;
-      settled = true;
-      session.unconfirmed--;
-      if (outcome === 'closed') state.closedSlots.push(index);
-      else if (state.outcomes[index] === undefined) state.outcomes[index] = outcome;
-      session.notify();
-      if (--state.remaining === 0) state.done?.();
-    };
-    const onConfirm = (error: unknown) => {
-      if (error === null || error === undefined) {
-        const returned = session.returns.get(message.messageId);
-        if (returned === undefined) return settle({ id: message.id, ok: true, brokerRef: null });
-        session.returns.delete(message.messageId);
-        return settle(failed(message.id, { error: returned, failure: 'rejected' }));
-      }
-      // amqplib reports a nack as this exact error; every other error means the channel went away.
-      if (error instanceof Error && error.message === 'message nacked') {
-        return settle(failed(message.id, { error: 'nacked by broker', failure: 'rejected' }));
-      }
-      settle('closed');
-    };
-
     const exchange = message.routingKey === null ? '' : message.destination;
     const routingKey = message.routingKey ?? message.destination;
     session.unconfirmed++;
@@ -237,7 +216,7 @@ export class AmqpSink implements MessageSink {
         routingKey,
         message.body,
         properties(message),
-        onConfirm,
+        (error: unknown) => this.confirmed(session, state, message, index, error),
       );
       if (!writable) session.saturated = true;
     } catch (error) {
@@ -246,9 +225,56 @@ export class AmqpSink implements MessageSink {
       const reason = session.closed
         ? session.closeReason!
         : ({ error: `publish failed: ${errorMessage(error)}`, failure: 'rejected' } satisfies Failure);
-      settle(failed(message.id, reason));
+      this.settle(session, state, index, failed(message.id, reason));
       this.discard(session, { error: `broker unavailable: ${errorMessage(error)}`, failure: 'unavailable' });
     }
+  }
+
+  /** The broker's answer for one message (amqplib's confirm callback). */
+  private confirmed(
+    session: Session,
+    state: BatchState,
+    message: OutboundMessage,
+    index: number,
+    error: unknown,
+  ): void {
+    if (error === null || error === undefined) {
+      const returned = session.returns.get(message.messageId);
+      if (returned === undefined) {
+        this.settle(session, state, index, { id: message.id, ok: true, brokerRef: null });
+        return;
+      }
+      session.returns.delete(message.messageId);
+      this.settle(session, state, index, failed(message.id, { error: returned, failure: 'rejected' }));
+      return;
+    }
+    // amqplib reports a nack as this exact error; every other error means the channel went away.
+    if (error instanceof Error && error.message === 'message nacked') {
+      this.settle(
+        session,
+        state,
+        index,
+        failed(message.id, { error: 'nacked by broker', failure: 'rejected' }),
+      );
+      return;
+    }
+    this.settle(session, state, index, 'closed');
+  }
+
+  /** Settles one message exactly once (a confirm can still arrive after a timeout or a sync failure). */
+  private settle(
+    session: Session,
+    state: BatchState,
+    index: number,
+    outcome: PublishOutcome | 'closed',
+  ): void {
+    if (state.settled[index] === 1) return;
+    state.settled[index] = 1;
+    session.unconfirmed--;
+    if (outcome === 'closed') state.closedSlots.push(index);
+    else if (state.outcomes[index] === undefined) state.outcomes[index] = outcome;
+    session.notify();
+    if (--state.remaining === 0) state.done?.();
   }
 
   /** Exchanges named by the batch that do not exist → reason. Default exchange and fresh checks are skipped. */

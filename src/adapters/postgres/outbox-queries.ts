@@ -57,7 +57,8 @@ export const CLAIM_OUTBOX_FOR_PUBLISH = `
     from claimable
    where o.id = claimable.id
   returning o.id, o.message_id, o.sink, o.destination, o.routing_key, o.partition_key, o.headers,
-            o.payload::text as payload_text, o.priority, o.attempts, o.created_at`;
+            o.payload::text as payload_text, o.priority, o.attempts,
+            (extract(epoch from o.created_at) * 1000)::float8 as created_ms`;
 
 export const MARK_SENT = `
   update outbox o
@@ -241,7 +242,8 @@ interface ClaimedForPublishRow {
   payload_text: string;
   priority: number;
   attempts: number;
-  created_at: Date;
+  /** Epoch milliseconds: a number parses much faster than a timestamptz string. */
+  created_ms: number;
 }
 
 /** Claims up to `limit` due rows for `sinks`, leased for `lockSeconds`; returned in (priority, id) order. */
@@ -269,7 +271,7 @@ export async function claimOutboxForPublish(
       payloadText: row.payload_text,
       priority: row.priority,
       attempts: row.attempts,
-      createdAt: row.created_at,
+      createdAt: new Date(row.created_ms),
     };
   }
   return claimed.sort((a, b) => a.priority - b.priority || a.id - b.id);
