@@ -1,0 +1,216 @@
+/**
+ * Relay throughput and memory benchmark (docs/benchmarks.md has results and how to read them).
+ *
+ *   npm run bench:relay -- [--n 100000] [--sink amqp] [--batch 500] [--in-flight 2000] [--pad 120]
+ *     (a) raw ceiling: N messages of the same size and headers published from memory with amqplib on
+ *         one confirm channel, same in-flight window, no database, to its own quorum queue;
+ *     (b) the relay draining N outbox rows end to end (until every row is `sent`) to a quorum queue.
+ *     Prints `raw msg/s=…`, `relay msg/s=…` and, last, `ratio=<relay/raw>`.
+ *
+ *   npm run bench:relay -- --backlog 1000000 --rss
+ *     drains a backlog of that many rows with the relay in a child process and prints its peak RSS
+ *     (`peak_rss_mb=…`), sampled from /proc and reported by the child itself.
+ *
+ * Setup (database, rows, queues) is not timed. Needs the services (npm run bench:relay starts them).
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import amqp from 'amqplib';
+import { AmqpSink } from '../src/adapters/amqp/amqp-sink.js';
+import { createDatabase } from '../src/adapters/postgres/database.js';
+import { OutboxRelay } from '../src/outbox/relay.js';
+import { createTestDatabase, requireEnv, uniqueName } from '../test/support/services.js';
+import { rawPublish } from './support/raw-publisher.js';
+import { countSent, seedBenchOutbox } from './support/seed.js';
+
+const { values } = parseArgs({
+  options: {
+    n: { type: 'string', default: '100000' },
+    sink: { type: 'string', default: 'amqp' },
+    batch: { type: 'string' },
+    'in-flight': { type: 'string' },
+    pad: { type: 'string', default: '120' },
+    backlog: { type: 'string' },
+    rss: { type: 'boolean', default: false },
+  },
+});
+if (values.sink !== 'amqp') throw new Error(`--sink ${values.sink}: only amqp is implemented`);
+
+const amqpUrl = requireEnv('AMQP_URL');
+const relayEnv: Record<string, string> = {
+  ...(values.batch ? { HERALD_RELAY_BATCH_SIZE: values.batch } : {}),
+  ...(values['in-flight'] ? { HERALD_RELAY_IN_FLIGHT: values['in-flight'] } : {}),
+};
+const padBytes = Number(values.pad);
+const HERE = dirname(fileURLToPath(import.meta.url));
+
+const log = (line: string) => process.stdout.write(`${line}\n`);
+const rate = (messages: number, ms: number) => Math.round((messages / ms) * 1000);
+
+async function declareQueues(names: string[]) {
+  const model = await amqp.connect(amqpUrl);
+  const channel = await model.createChannel();
+  for (const name of names) {
+    await channel.assertQueue(name, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+  }
+  return {
+    delete: async (name: string) => {
+      await channel.deleteQueue(name);
+    },
+    close: async () => {
+      await model.close();
+    },
+  };
+}
+
+async function throughput(messages: number) {
+  const database = await createTestDatabase();
+  const rawQueue = uniqueName('herald_bench_raw');
+  const relayQueue = uniqueName('herald_bench_relay');
+  const queues = await declareQueues([rawQueue, relayQueue]);
+  try {
+    const config = database.config(relayEnv);
+    log(`setup: ${messages} rows, batch=${config.relay.batchSize} in_flight=${config.relay.inFlight}`);
+    const setupStarted = performance.now();
+    const sample = await seedBenchOutbox(database.db, { rows: messages, destination: relayQueue, padBytes });
+    log(
+      `setup: seeded in ${Math.round(performance.now() - setupStarted)} ms; body=${Buffer.byteLength(sample.payloadText)} B, headers=${Object.keys(sample.headers).length}`,
+    );
+
+    const raw = await rawPublish({
+      url: amqpUrl,
+      queue: rawQueue,
+      messages,
+      inFlight: config.relay.inFlight,
+      sample,
+    });
+    if (raw.nacked > 0) throw new Error(`raw run: ${raw.nacked} nacks`);
+    await queues.delete(rawQueue);
+    const rawRate = rate(messages, raw.elapsedMs);
+    log(`raw: ${messages} in ${Math.round(raw.elapsedMs)} ms`);
+
+    const db = createDatabase({ url: database.url, schema: database.schema, poolSize: config.dbPoolSize });
+    const sink = new AmqpSink({ url: amqpUrl, inFlight: config.relay.inFlight, name: 'herald-bench' });
+    const relay = new OutboxRelay({ db, sinks: { amqp: sink }, settings: config.relay, owner: 'bench' });
+    const cpuBefore = process.cpuUsage();
+    const started = performance.now();
+    await relay.start();
+    await new Promise<void>((resolve) => {
+      const timer = setInterval(() => {
+        if (relay.counters.published >= messages) {
+          clearInterval(timer);
+          resolve();
+        }
+      }, 2);
+    });
+    const relayMs = performance.now() - started;
+    const cpu = process.cpuUsage(cpuBefore);
+    await relay.stop();
+    await sink.close();
+    const sent = await countSent(db);
+    await db.close();
+    if (sent !== messages) throw new Error(`relay run: ${sent} of ${messages} rows sent`);
+    log(
+      `relay: ${messages} in ${Math.round(relayMs)} ms, ${relay.counters.batches} batches, relay process cpu=${Math.round((cpu.user + cpu.system) / 1000)} ms`,
+    );
+
+    const relayRate = rate(messages, relayMs);
+    log(`raw msg/s=${rawRate}`);
+    log(`relay msg/s=${relayRate}`);
+    log(`ratio=${(relayRate / rawRate).toFixed(2)}`);
+  } finally {
+    await queues.delete(relayQueue).catch(() => {});
+    await queues.close();
+    await database.drop();
+  }
+}
+
+interface ChildRun {
+  published: number;
+  elapsedMs: number;
+  /** The child's own process.resourceUsage().maxRSS. */
+  maxRssKb: number;
+  /** VmRSS sampled from /proc every 100 ms. */
+  sampledPeakKb: number;
+  timelineMb: number[];
+}
+
+/** Runs the relay in a child process (tsx, like `herald relay` from source) until `rows` are published. */
+async function runRelayChild(database: { url: string; schema: string }, rows: number): Promise<ChildRun> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(HERE, 'support', 'relay-child.ts')], {
+    env: {
+      ...process.env,
+      ...relayEnv,
+      DATABASE_URL: database.url,
+      HERALD_SCHEMA: database.schema,
+      AMQP_URL: amqpUrl,
+      HERALD_LOG_LEVEL: 'silent',
+      BENCH_ROWS: String(rows),
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let sampledPeakKb = 0;
+  const timelineMb: number[] = [];
+  const sampler = setInterval(() => {
+    try {
+      const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+      const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+      sampledPeakKb = Math.max(sampledPeakKb, kb);
+      timelineMb.push(Math.round(kb / 1024));
+    } catch {
+      // the child is gone
+    }
+  }, 100);
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  clearInterval(sampler);
+  if (code !== 0) throw new Error(`relay child exited with ${code}`);
+  const report = JSON.parse(output.trim().split('\n').pop()!) as Omit<
+    ChildRun,
+    'sampledPeakKb' | 'timelineMb'
+  >;
+  return { ...report, sampledPeakKb, timelineMb };
+}
+
+async function backlogMemory(rows: number) {
+  const database = await createTestDatabase();
+  const queue = uniqueName('herald_bench_backlog');
+  const queues = await declareQueues([queue]);
+  try {
+    // The same process with nothing to do: what the runtime and loader cost before any relaying.
+    const idle = await runRelayChild(database, 0);
+    log(
+      `baseline_rss_mb=${(Math.max(idle.maxRssKb, idle.sampledPeakKb) / 1024).toFixed(1)} (relay started, no rows)`,
+    );
+
+    log(`setup: ${rows} rows`);
+    const setupStarted = performance.now();
+    await seedBenchOutbox(database.db, { rows, destination: queue, padBytes });
+    log(`setup: seeded in ${Math.round(performance.now() - setupStarted)} ms`);
+
+    const run = await runRelayChild(database, rows);
+    const sent = await countSent(database.db);
+    if (sent !== rows) throw new Error(`backlog run: ${sent} of ${rows} rows sent`);
+    log(`relay msg/s=${rate(rows, run.elapsedMs)} (backlog of ${rows}, ${Math.round(run.elapsedMs)} ms)`);
+    // Every ~5 s: flat means the relay's memory does not grow with the backlog.
+    log(`rss_mb_timeline=${run.timelineMb.filter((_, i) => i % 50 === 0).join(',')}`);
+    log(`sampled_peak_rss_mb=${(run.sampledPeakKb / 1024).toFixed(1)}`);
+    log(`peak_rss_mb=${(Math.max(run.maxRssKb, run.sampledPeakKb) / 1024).toFixed(1)}`);
+  } finally {
+    await queues.delete(queue).catch(() => {});
+    await queues.close();
+    await database.drop();
+  }
+}
+
+if (values.rss || values.backlog) {
+  await backlogMemory(Number(values.backlog ?? '1000000'));
+} else {
+  await throughput(Number(values.n));
+}
