@@ -61,7 +61,11 @@ async function declareQueues(names: string[]) {
       await channel.deleteQueue(name);
     },
     close: async () => {
-      await model.close();
+      try {
+        await model.close();
+      } catch {
+        // the broker closed it first (e.g. restarted during the run)
+      }
     },
   };
 }
