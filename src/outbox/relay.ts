@@ -281,8 +281,8 @@ export class OutboxRelay {
   }
 
   /**
-   * Claims and dispatches batches while they come back full, keeping at most `inFlight` rows
-   * outstanding. Returns when a claim comes back short (nothing more due now) or on stop.
+   * Claims and dispatches batches while they come back full, within the publishing and marking
+   * budgets. Returns when a claim comes back short (nothing more due now) or on stop.
    */
   private async pump(running: boolean): Promise<void> {
     const fullBatch = Math.min(this.settings.batchSize, this.settings.inFlight);
