@@ -1,21 +1,24 @@
 import { defineConfig } from 'vitest/config';
 
-// Test tiers by suffix: *.unit.spec.ts are pure; *.int.spec.ts and *.e2e.spec.ts talk to the real
-// services started by scripts/services (npm test starts them and exports their URLs).
+// Test tiers by suffix: *.unit.spec.ts are pure; *.int.spec.ts talk to the real services started by
+// scripts/services (npm test starts them and exports their URLs) and run in parallel, each file on
+// its own database and uniquely named queues. The `serial` project holds the files that use the
+// seeds' fixed queue names or stop a shared broker: npm test runs it after the others, one file at
+// a time.
+const serial = ['test/e2e/**/*.e2e.spec.ts', 'test/**/*broker-outage*.spec.ts'];
+
 export default defineConfig({
   test: {
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/**/*.unit.spec.ts'] } },
       {
         extends: true,
-        test: {
-          name: 'integration',
-          include: ['test/**/*.int.spec.ts', 'test/**/*.e2e.spec.ts'],
-          testTimeout: 120_000,
-          hookTimeout: 120_000,
-        },
+        test: { name: 'integration', include: ['test/**/*.int.spec.ts'], exclude: serial },
       },
+      { extends: true, test: { name: 'serial', include: serial, fileParallelism: false } },
     ],
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
     pool: 'forks',
     reporters: ['default'],
   },

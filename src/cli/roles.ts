@@ -1,18 +1,63 @@
 /**
  * The CLI's role table. Each entry wires configuration to one long-running process or one command.
+ * Long-running roles return when the signal aborts (SIGTERM/SIGINT) after finishing in-flight work.
  */
 import { migrate } from '../adapters/postgres/migrator.js';
-import type { Role } from './main.js';
+import { runTick } from '../campaigns/tick.js';
+import { HERALD_QUEUES } from '../campaigns/topology.js';
+import { runRelay } from '../outbox/relay-role.js';
+import { runScanner } from '../roles/scanner-role.js';
+import { runWorker } from '../roles/worker-role.js';
+import type { Role, RoleContext } from './main.js';
+
+async function migrateCommand({ config, logger }: RoleContext): Promise<number> {
+  const result = await migrate({ url: config.databaseUrl, schema: config.schema });
+  for (const name of result.applied) logger.info({ migration: name }, 'applied migration');
+  process.stdout.write(
+    `migrations applied: ${result.applied.length ? result.applied.join(', ') : 'none'} (already applied: ${result.alreadyApplied})\n`,
+  );
+  return 0;
+}
+
+const longRunning = (run: (context: RoleContext) => Promise<void>) => async (context: RoleContext) => {
+  await run(context);
+  return 0;
+};
 
 export const roles: Record<string, Role> = {
   migrate: {
     summary: 'apply pending migrations (safe to run from several pods at once)',
-    async run({ config, logger }) {
-      const result = await migrate({ url: config.databaseUrl, schema: config.schema });
-      for (const name of result.applied) logger.info({ migration: name }, 'applied migration');
-      process.stdout.write(
-        `migrations applied: ${result.applied.length ? result.applied.join(', ') : 'none'} (already applied: ${result.alreadyApplied})\n`,
-      );
+    run: migrateCommand,
+  },
+  relay: {
+    summary: 'publish outbox rows to the broker (any number of replicas)',
+    run: longRunning(({ config, logger, signal }) =>
+      runRelay(config, logger, signal, { queues: HERALD_QUEUES }),
+    ),
+  },
+  scanner: {
+    summary: 'claim due work (campaigns) and write it to the outbox (any number of replicas)',
+    run: longRunning(({ config, logger, signal }) => runScanner(config, logger, signal)),
+  },
+  tick: {
+    summary: 'publish one tick per minute to process_campaign (Redis SET NX; the event log de-duplicates)',
+    run: longRunning(({ config, logger, signal }) => runTick(config, logger, signal)),
+  },
+  worker: {
+    summary: 'built-in consumers: LINE campaign delivery',
+    run: longRunning(({ config, logger, signal }) => runWorker(config, logger, signal)),
+  },
+  all: {
+    summary: 'migrate, then every role in one process (development)',
+    async run(context) {
+      await migrateCommand(context);
+      const { config, logger, signal } = context;
+      await Promise.all([
+        runRelay(config, logger, signal, { queues: HERALD_QUEUES }),
+        runScanner(config, logger, signal),
+        runWorker(config, logger, signal),
+        runTick(config, logger, signal),
+      ]);
       return 0;
     },
   },

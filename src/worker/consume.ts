@@ -18,7 +18,7 @@
  *    with the error in a separate statement (never over a processed/discarded row), the message is
  *    acked and never redelivered.
  * 5. Any other throw (TransientError, database loss, bugs): rolled back; below `maxAttempts` a copy
- *    with `x-herald-attempt: attempt + 1` goes to `<queue>.retry`, whose TTL sends it back to `<queue>`
+ *    with `x-herald-attempt: attempt + 1` goes to `<queue>.retry.<delay>ms`, whose TTL sends it back to `<queue>`
  *    after `retryDelayMs`; at `maxAttempts` the copy goes to `<queue>.dead` with `x-herald-error` and
  *    `x-herald-failed-at`, and the inbox records `dead`. The original is acked only after the broker
  *    confirmed the copy. Nothing is ever nack-requeued (no hot loop).
@@ -434,7 +434,15 @@ class QueueWorker<T> implements Consumer {
       return;
     }
     const headers = { ...copyHeaders(delivery.headers), [CONSUMER_HEADER.attempt]: attempt + 1 };
-    if (!(await this.publishCopy(delivery, retryQueueName(this.queue), headers, log))) return;
+    if (
+      !(await this.publishCopy(
+        delivery,
+        retryQueueName(this.queue, this.settings.retryDelayMs),
+        headers,
+        log,
+      ))
+    )
+      return;
     this.counters.retried++;
     log.warn(
       { err: error, nextAttempt: attempt + 1, delayMs: this.settings.retryDelayMs },

@@ -9,6 +9,7 @@ import amqp, { type ChannelModel, type ConfirmChannel, type GetMessage } from 'a
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AmqpConnection, queueOptions } from '../../src/adapters/amqp/amqp-connection.js';
+import { retryQueueName } from '../../src/adapters/amqp/amqp-consumer.js';
 import { findInboxEntry } from '../../src/adapters/postgres/inbox-queries.js';
 import { ConfigError, PermanentError, TransientError } from '../../src/errors.js';
 import { silentLogger } from '../../src/logger.js';
@@ -47,7 +48,8 @@ afterEach(async () => {
   await Promise.all(consumers.splice(0).map((consumer) => consumer.stop({ timeoutMs: 5_000 })));
   const channel = await broker.createChannel();
   for (const queue of queues.splice(0)) {
-    for (const name of [queue, `${queue}.retry`, `${queue}.dead`]) await channel.deleteQueue(name);
+    const retries = [50, 100, 200].map((delay) => retryQueueName(queue, delay));
+    for (const name of [queue, ...retries, `${queue}.dead`]) await channel.deleteQueue(name);
   }
   await channel.close();
 });
@@ -100,6 +102,23 @@ async function depth(queue: string): Promise<number> {
   } finally {
     await channel.close();
   }
+}
+
+/** Messages waiting in any of the queue's retry queues (tests use delays of 50, 100 and 200 ms). */
+async function retryDepth(queue: string): Promise<number> {
+  let total = 0;
+  for (const delay of [50, 100, 200]) {
+    const channel = await broker.createChannel();
+    channel.on('error', () => {});
+    try {
+      total += (await channel.checkQueue(retryQueueName(queue, delay))).messageCount;
+    } catch {
+      // not declared: this test used another delay
+    } finally {
+      await channel.close().catch(() => {});
+    }
+  }
+  return total;
 }
 
 async function getOne(queue: string): Promise<GetMessage> {
@@ -195,9 +214,7 @@ describe('consume', () => {
     await consumer.stop();
     expect(calls).toBe(1);
     expect(consumer.stats.retried).toBe(0);
-    expect([await depth(queue), await depth(`${queue}.retry`), await depth(`${queue}.dead`)]).toEqual([
-      0, 0, 0,
-    ]);
+    expect([await depth(queue), await retryDepth(queue), await depth(`${queue}.dead`)]).toEqual([0, 0, 0]);
   });
 
   it('retries a transient failure through the retry queue after the delay and processes it once', async () => {
@@ -265,9 +282,7 @@ describe('consume', () => {
     expect(await effects(name)).toHaveLength(0);
     await consumer.stop();
     expect(attempts).toHaveLength(3);
-    expect([await depth(queue), await depth(`${queue}.retry`), await depth(`${queue}.dead`)]).toEqual([
-      0, 0, 0,
-    ]);
+    expect([await depth(queue), await retryDepth(queue), await depth(`${queue}.dead`)]).toEqual([0, 0, 0]);
   });
 
   it('rejects poison payloads (invalid JSON, parse failure) and dead-letters a message without id, never looping', async () => {
@@ -315,9 +330,7 @@ describe('consume', () => {
 
     await consumer.stop();
     expect(consumer.stats.retried).toBe(0);
-    expect([await depth(queue), await depth(`${queue}.retry`), await depth(`${queue}.dead`)]).toEqual([
-      0, 0, 0,
-    ]);
+    expect([await depth(queue), await retryDepth(queue), await depth(`${queue}.dead`)]).toEqual([0, 0, 0]);
   });
 
   it('gives a message shovelled back from .dead another attempt, while a rejected id stays rejected', async () => {
@@ -379,7 +392,7 @@ describe('consume', () => {
     );
     // Someone deleted the retry queue: the copy is unroutable (mandatory + confirm reports it).
     const channel = await broker.createChannel();
-    await channel.deleteQueue(`${queue}.retry`);
+    await channel.deleteQueue(retryQueueName(queue, 50));
     await channel.close();
 
     await publish(queue, { n: 1 }, { messageId: 'm-unroutable' });
@@ -611,7 +624,7 @@ describe('consume', () => {
     const queue = newQueue();
     const channel = await broker.createChannel();
     await channel.assertQueue(queue, queueOptions('quorum')); // as the relay's declareQueues does
-    await channel.assertQueue(`${queue}.retry`, queueOptions('quorum', { 'x-message-ttl': 999 }));
+    await channel.assertQueue(retryQueueName(queue, 200), queueOptions('quorum', { 'x-message-ttl': 999 }));
     await channel.close();
 
     await expect(

@@ -6,13 +6,13 @@
  * Topology, declared idempotently on every (re)connect:
  * - `<queue>`: durable, arguments exactly `queueOptions(type)`, the same as the relay's declaration
  *   (a different argument set would fail with PRECONDITION_FAILED).
- * - `<queue>.retry`: durable, `x-message-ttl` = retry delay, dead-lettering to the default exchange
+ * - `<queue>.retry.<delay>ms`: durable, `x-message-ttl` = retry delay, dead-lettering to the default exchange
  *   with routing key `<queue>`, so an expired copy flows back to the main queue. RabbitMQ ≥ 3.10
  *   supports message TTL on quorum queues, so it has the main queue's type. Quorum retry queues also
  *   use `x-dead-letter-strategy: at-least-once` (which requires `x-overflow: reject-publish`): the
  *   broker keeps the copy until the main queue confirmed it, so a node failure mid-transfer cannot
- *   lose it. Queue arguments are fixed at declaration: changing the delay means deleting the (empty)
- *   retry queue first; a mismatch surfaces as a ConfigError, not as an endless reconnect loop.
+ *   lose it. Queue arguments are fixed at declaration, hence the delay in the name (a new delay is a
+ *   new retry queue); any other mismatch surfaces as a ConfigError, not as an endless reconnect loop.
  * - `<queue>.dead`: durable, same type; nothing consumes it automatically.
  *
  * Copies are published persistent and `mandatory` on the consuming confirm channel and count as
@@ -38,8 +38,13 @@ export interface ConsumerTopologySpec {
   retryDelayMs: number;
 }
 
-export function retryQueueName(queue: string): string {
-  return `${queue}.retry`;
+/**
+ * The retry queue for one delay. The delay is part of the name because a queue's TTL argument is
+ * fixed when it is declared: pods with different retry delays (a config change mid-rollout) each get
+ * their own retry queue, and both flow back into the same main queue.
+ */
+export function retryQueueName(queue: string, retryDelayMs: number): string {
+  return `${queue}.retry.${retryDelayMs}ms`;
 }
 
 export function deadQueueName(queue: string): string {
@@ -59,7 +64,10 @@ export function consumerQueues(spec: ConsumerTopologySpec): { name: string; opti
   }
   return [
     { name: spec.queue, options: queueOptions(spec.queueType) },
-    { name: retryQueueName(spec.queue), options: queueOptions(spec.queueType, retryArguments) },
+    {
+      name: retryQueueName(spec.queue, spec.retryDelayMs),
+      options: queueOptions(spec.queueType, retryArguments),
+    },
     { name: deadQueueName(spec.queue), options: queueOptions(spec.queueType) },
   ];
 }

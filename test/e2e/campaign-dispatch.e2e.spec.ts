@@ -1,0 +1,266 @@
+/**
+ * Seed 000 end to end on real PostgreSQL and RabbitMQ: scanner → outbox → relay → LINE queue →
+ * delivery worker. These tests use the seed's fixed queue names, so they run in the serial project
+ * (never beside another file consuming those queues).
+ */
+import amqp from 'amqplib';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { declareQueues } from '../../src/adapters/amqp/amqp-connection.js';
+import { countLineDeliveries } from '../../src/adapters/postgres/line-delivery-queries.js';
+import { CampaignSweeper } from '../../src/campaigns/campaign-sweeper.js';
+import {
+  LINE_QUEUES,
+  LineDeliveryWorker,
+  recordingLineDeliveryPort,
+} from '../../src/campaigns/line-delivery-worker.js';
+import { HERALD_QUEUES } from '../../src/campaigns/topology.js';
+import { CommandHandler } from '../../src/eventstore/command-handler.js';
+import { silentLogger } from '../../src/logger.js';
+import { Scanner } from '../../src/scanner/scanner.js';
+import type { Consumer } from '../../src/worker/consume.js';
+import { campaignService, dbTimePlus, lineCampaign } from '../support/campaigns.js';
+import { type RunningRoles, startRoles } from '../support/roles.js';
+import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
+import { waitFor } from '../support/wait.js';
+
+let t: TestDatabase;
+let connection: amqp.ChannelModel;
+let channel: amqp.Channel;
+const stoppers: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  connection = await amqp.connect(requireEnv('AMQP_URL'));
+  connection.on('error', () => {});
+  channel = await connection.createChannel();
+  channel.on('error', () => {});
+  await declareQueues(channel, HERALD_QUEUES, 'quorum');
+});
+afterAll(async () => {
+  await connection?.close();
+});
+beforeEach(async () => {
+  t = await createTestDatabase();
+  // Start from empty seed queues: messages of an earlier run belong to a database that is gone.
+  for (const queue of LINE_QUEUES) await channel.purgeQueue(queue);
+});
+afterEach(async () => {
+  while (stoppers.length) await stoppers.pop()!();
+  await t?.drop();
+});
+
+const fast = {
+  HERALD_RELAY_IDLE_POLL_MS: '200',
+  HERALD_CONSUMER_RETRY_DELAY_MS: '200',
+  HERALD_SCANNER_POLL_MS: '200',
+};
+
+function track(roles: RunningRoles): RunningRoles {
+  stoppers.push(() => roles.stop());
+  return roles;
+}
+
+async function startWorker(options: { heartbeatMs?: number; port?: typeof recordingLineDeliveryPort } = {}) {
+  const worker = new LineDeliveryWorker({
+    handler: new CommandHandler({ db: t.db }),
+    logger: silentLogger,
+    ...options,
+  });
+  const consumers: Consumer[] = await worker.start(
+    { db: t.db, amqp: requireEnv('AMQP_URL'), logger: silentLogger },
+    { retryDelayMs: 200 },
+  );
+  stoppers.push(async () => {
+    await Promise.all(consumers.map((c) => c.stop({ timeoutMs: 5_000 })));
+  });
+  return consumers;
+}
+
+async function deliveries(id: string) {
+  return (await countLineDeliveries(t.db, [id])).get(id) ?? 0;
+}
+
+async function outboxRows(id: string) {
+  const { rows } = await t.db.query<{ message_id: string; status: string; payload: { epoch: number } }>(
+    `select o.message_id, o.status, o.payload from outbox o join event e on e.position = o.event_position
+      where e.stream_id = $1 order by o.id`,
+    [id],
+  );
+  return rows;
+}
+
+describe('campaign dispatch end to end', () => {
+  it('scheduled campaigns are claimed at their time, relayed and delivered exactly once', async () => {
+    const service = campaignService(t.db);
+    track(startRoles(t.config(fast), { relay: true, scanner: true, worker: true }));
+    const startAt = await dbTimePlus(t.db, 500);
+    const ids: string[] = [];
+    for (const castType of ['broadcast', 'multicast'] as const) {
+      const c = await service.create(lineCampaign({ castType }));
+      await service.schedule(c.campaignId, startAt);
+      ids.push(c.campaignId);
+    }
+    const now = await service.create(lineCampaign({ name: 'send now' }));
+    await service.activate(now.campaignId);
+    await service.sendNow(now.campaignId);
+    ids.push(now.campaignId);
+
+    await waitFor(
+      async () =>
+        (await Promise.all(ids.map((id) => service.get(id)))).every((c) => c.status === 'COMPLETED'),
+      {
+        what: 'all campaigns COMPLETED',
+      },
+    );
+    for (const id of ids) expect(await deliveries(id)).toBe(1);
+    const history = (await service.history(ids[0]!)).map((e) => e.type);
+    expect(history).toEqual(['CampaignCreated', 'CampaignScheduled', 'CampaignClaimed', 'CampaignCompleted']);
+  });
+
+  it('reaper: a late message carrying the old epoch is discarded; the recipient gets exactly one delivery', async () => {
+    const service = campaignService(t.db);
+    const relay = track(startRoles(t.config(fast), { relay: true }));
+    const c = await service.create(lineCampaign());
+    await service.activate(c.campaignId);
+    await service.sendNow(c.campaignId); // epoch 1; its worker "dies" before delivering
+    await waitFor(async () => (await outboxRows(c.campaignId))[0]?.status === 'sent', {
+      what: 'epoch 1 message sent',
+    });
+
+    const sweeper = new CampaignSweeper({
+      db: t.db,
+      handler: new CommandHandler({ db: t.db }),
+      logger: silentLogger,
+      staleClaimMs: 300,
+    });
+    await waitFor(async () => (await sweeper.reap()).processed === 1, { what: 'reclaim' });
+    await sweeper.claimDue(); // new claim, new epoch, second message
+    const reclaimed = await service.get(c.campaignId);
+    expect(reclaimed.status).toBe('DISPATCHING');
+    expect(reclaimed.claimEpoch).toBe(3);
+    await waitFor(async () => (await outboxRows(c.campaignId)).every((r) => r.status === 'sent'), {
+      what: 'both messages sent',
+    });
+    await relay.stop();
+    stoppers.pop();
+
+    await startWorker(); // both messages are waiting in the queue: epoch 1 first, then epoch 3
+    await waitFor(async () => (await service.get(c.campaignId)).status === 'COMPLETED', {
+      what: 'COMPLETED',
+    });
+    const [late, live] = await outboxRows(c.campaignId);
+    await waitFor(
+      async () => {
+        const { rows } = await t.db.query<{ n: number }>('select count(*)::int as n from inbox');
+        return rows[0]!.n === 2;
+      },
+      { what: 'both messages recorded in the inbox' },
+    );
+    const { rows: inbox } = await t.db.query<{ message_id: string; status: string; error: string | null }>(
+      'select message_id, status, error from inbox order by received_at',
+    );
+    expect(inbox).toEqual([
+      { message_id: late!.message_id, status: 'discarded', error: expect.stringMatching(/stale epoch 1/) },
+      { message_id: live!.message_id, status: 'processed', error: null },
+    ]);
+    expect(await deliveries(c.campaignId)).toBe(1);
+    const { rows: discards } = await t.db.query<{ type: string; data: { reason: string } }>(
+      "select type, data from event where stream_type = 'line_delivery'",
+    );
+    expect(discards).toEqual([
+      { type: 'LineDeliveryDiscarded', data: expect.objectContaining({ epoch: 1 }) },
+    ]);
+  });
+
+  it('a redelivered message is delivered once; a COMPLETED campaign message arriving again is discarded quietly', async () => {
+    const service = campaignService(t.db);
+    track(startRoles(t.config(fast), { relay: true, worker: true }));
+    const c = await service.create(lineCampaign({ castType: 'broadcast' }));
+    await service.activate(c.campaignId);
+    await service.sendNow(c.campaignId);
+    await waitFor(async () => (await service.get(c.campaignId)).status === 'COMPLETED', {
+      what: 'COMPLETED',
+    });
+    const [row] = await outboxRows(c.campaignId);
+
+    // The broker redelivers the same message id (e.g. a relay that crashed before marking sent).
+    const body = Buffer.from(JSON.stringify(row!.payload));
+    channel.sendToQueue('line_broadcast_rich_message', body, {
+      messageId: row!.message_id,
+      persistent: true,
+    });
+    // And a copy under another id (a message published twice by a buggy upstream).
+    channel.sendToQueue('line_broadcast_rich_message', body, {
+      messageId: crypto.randomUUID(),
+      persistent: true,
+    });
+    await waitFor(
+      async () => {
+        const { rows } = await t.db.query<{ n: number }>(
+          "select count(*)::int as n from inbox where status = 'discarded'",
+        );
+        return rows[0]!.n === 1;
+      },
+      { what: 'the copy to be discarded' },
+    );
+    expect(await deliveries(c.campaignId)).toBe(1);
+    const after = await service.get(c.campaignId);
+    expect(after.status).toBe('COMPLETED');
+    const { rows } = await t.db.query<{ error: string }>(
+      "select error from inbox where status = 'discarded'",
+    );
+    expect(rows[0]!.error).toMatch(/COMPLETED, not DISPATCHING/);
+  });
+
+  it('a heartbeat keeps a long send from being reaped', async () => {
+    const service = campaignService(t.db);
+    track(startRoles(t.config(fast), { relay: true }));
+    let release!: () => void;
+    const sendMayFinish = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let sending = false;
+    await startWorker({
+      heartbeatMs: 100,
+      port: {
+        async deliver(delivery, tx) {
+          sending = true;
+          await sendMayFinish;
+          await recordingLineDeliveryPort.deliver(delivery, tx);
+        },
+      },
+    });
+    const scanner = new Scanner({
+      sweepers: [
+        new CampaignSweeper({
+          db: t.db,
+          handler: new CommandHandler({ db: t.db }),
+          logger: silentLogger,
+          staleClaimMs: 500,
+        }),
+      ],
+      pollIntervalMs: 100,
+      logger: silentLogger,
+    });
+    scanner.start();
+    stoppers.push(() => scanner.stop());
+
+    const c = await service.create(lineCampaign());
+    await service.activate(c.campaignId);
+    // QUEUED: the running scanner claims it.
+    await waitFor(() => sending, { what: 'the send to start' });
+    // Let the send outlive the stale threshold several times over, measured in heartbeats.
+    await waitFor(
+      async () =>
+        (await service.history(c.campaignId)).filter((e) => e.type === 'CampaignHeartbeat').length >= 12,
+      { what: 'heartbeats spanning > 1 s', timeoutMs: 30_000 },
+    );
+    release();
+    await waitFor(async () => (await service.get(c.campaignId)).status === 'COMPLETED', {
+      what: 'COMPLETED',
+    });
+    const types = (await service.history(c.campaignId)).map((e) => e.type);
+    expect(types).not.toContain('CampaignReclaimed');
+    expect((await service.get(c.campaignId)).claimEpoch).toBe(1);
+    expect(await deliveries(c.campaignId)).toBe(1);
+  });
+});
