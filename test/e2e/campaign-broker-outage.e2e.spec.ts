@@ -1,0 +1,81 @@
+/**
+ * Seed 000's "roll back on publish failure", replaced by the outbox (invariant 2): with the broker
+ * down a claim still commits; the campaign stays DISPATCHING with its outbox row pending (retried
+ * with backoff); when the broker returns the message is delivered once, with no rollback and no
+ * second claim. STOPS AND STARTS THE SHARED RabbitMQ: serial project only.
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { countLineDeliveries } from '../../src/adapters/postgres/line-delivery-queries.js';
+import { campaignService, lineCampaign } from '../support/campaigns.js';
+import { type RunningRoles, startRoles } from '../support/roles.js';
+import { createTestDatabase, type TestDatabase } from '../support/services.js';
+import { waitFor } from '../support/wait.js';
+
+const run = promisify(execFile);
+const services = (command: 'stop' | 'start') =>
+  run('bash', ['scripts/services', command, 'rabbitmq'], { cwd: process.cwd(), timeout: 180_000 });
+
+let t: TestDatabase;
+let roles: RunningRoles | undefined;
+let brokerDown = false;
+
+beforeEach(async () => {
+  t = await createTestDatabase();
+});
+afterEach(async () => {
+  if (brokerDown) await services('start');
+  brokerDown = false;
+  await roles?.stop();
+  await t?.drop();
+});
+
+describe('campaign dispatch through a broker outage', () => {
+  it('keeps the claim and the pending outbox row, then delivers once when the broker is back', async () => {
+    const service = campaignService(t.db);
+    // Warm up: roles connected, queues declared.
+    roles = startRoles(
+      t.config({
+        HERALD_RELAY_IDLE_POLL_MS: '200',
+        HERALD_RELAY_BACKOFF_BASE_MS: '100',
+        HERALD_RELAY_BACKOFF_MAX_MS: '1000',
+      }),
+      { relay: true, scanner: true, worker: true },
+    );
+    const warm = await service.create(lineCampaign({ name: 'warm-up' }));
+    await service.activate(warm.campaignId);
+    await waitFor(async () => (await service.get(warm.campaignId)).status === 'COMPLETED', {
+      what: 'warm-up',
+    });
+
+    await services('stop');
+    brokerDown = true;
+    const c = await service.create(lineCampaign({ name: 'during outage' }));
+    await service.activate(c.campaignId);
+    await waitFor(async () => (await service.get(c.campaignId)).status === 'DISPATCHING', { what: 'claim' });
+    const pending = await waitFor(
+      async () => {
+        const { rows } = await t.db.query<{ status: string; attempts: number; next_attempt_at: Date }>(
+          `select o.status, o.attempts, o.next_attempt_at from outbox o join event e on e.position = o.event_position
+            where e.stream_id = $1`,
+          [c.campaignId],
+        );
+        return rows[0] && rows[0].attempts >= 2 ? rows[0] : undefined;
+      },
+      { what: 'failed publish attempts', timeoutMs: 30_000 },
+    );
+    expect(pending.status).toBe('pending');
+    expect((await service.get(c.campaignId)).status).toBe('DISPATCHING');
+
+    await services('start');
+    brokerDown = false;
+    await waitFor(async () => (await service.get(c.campaignId)).status === 'COMPLETED', {
+      what: 'delivery after the broker returned',
+      timeoutMs: 60_000,
+    });
+    expect((await countLineDeliveries(t.db, [c.campaignId])).get(c.campaignId)).toBe(1);
+    const types = (await service.history(c.campaignId)).map((e) => e.type);
+    expect(types).toEqual(['CampaignCreated', 'CampaignActivated', 'CampaignClaimed', 'CampaignCompleted']);
+  });
+});
