@@ -235,7 +235,8 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
       for (const [index, event] of events.entries()) {
         state = decider.evolve(state, event);
         const version = stream.version + index + 1;
-        const specs = this.aggregate.messagesFor?.({ streamId: stream.streamId, event, state, version }) ?? [];
+        const specs =
+          this.aggregate.messagesFor?.({ streamId: stream.streamId, event, state, version }) ?? [];
         const origin = {
           eventPosition: mine[index]!.position,
           eventType: event.type,
