@@ -75,7 +75,7 @@ export class LineDeliveryWorker {
     });
     const loaded = await campaignAggregate.store.load(tx, campaignId);
     const current = loaded?.state;
-    if (!current || current.status !== 'DISPATCHING' || current.claimEpoch !== epoch) {
+    if (current?.status !== 'DISPATCHING' || current.claimEpoch !== epoch) {
       const reason = !current
         ? 'campaign not found'
         : current.status !== 'DISPATCHING'
