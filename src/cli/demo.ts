@@ -78,8 +78,7 @@ async function main(): Promise<number> {
     const m2 = await create('cart reminder multicast', 'multicast', 'COMPLETED');
     await campaigns.schedule(m2, at(5));
     const now1 = await create('flash alert (send now)', 'broadcast', 'COMPLETED');
-    await campaigns.activate(now1);
-    await campaigns.sendNow(now1);
+    await campaigns.sendNow(now1); // DRAFT → DISPATCHING in one transaction, no scanner involved
     const cancelled = await create('retracted promo (cancelled)', 'multicast', 'CANCELLED');
     await campaigns.schedule(cancelled, at(4));
     await campaigns.cancel(cancelled, 'wrong audience');

@@ -213,7 +213,7 @@ const LEGAL: Record<CampaignCommandType, readonly Status[]> = {
   CreateCampaign: ['NONE'],
   ActivateCampaign: ['DRAFT', 'BUILDING'],
   ScheduleCampaign: ['DRAFT'],
-  SendNow: ['QUEUED', 'SCHEDULED'],
+  SendNow: ['DRAFT', 'QUEUED', 'SCHEDULED'],
   ClaimCampaign: ['QUEUED', 'SCHEDULED'],
   ReclaimCampaign: ['DISPATCHING'],
   Heartbeat: ['DISPATCHING'],
@@ -444,6 +444,16 @@ describe('campaign decider: legal transitions', () => {
     given(historyFor('SCHEDULED'))
       .when(cmd.sendNow())
       .then([{ type: 'CampaignClaimed', data: { epoch: 1, claimedAt: at(20), trigger: 'send_now' } }]);
+  });
+
+  it('SendNow on a DRAFT activates and claims in one command (no scanner can claim in between)', () => {
+    const state = given(historyFor('DRAFT'))
+      .when(cmd.sendNow())
+      .then([
+        { type: 'CampaignActivated', data: { to: 'QUEUED', at: at(20) } },
+        { type: 'CampaignClaimed', data: { epoch: 1, claimedAt: at(20), trigger: 'send_now' } },
+      ]);
+    expect(state).toMatchObject({ status: 'DISPATCHING', claimEpoch: 1 });
   });
 
   it('SCHEDULED → PAUSED and QUEUED → PAUSED remember pausedFrom; the epoch is unchanged', () => {

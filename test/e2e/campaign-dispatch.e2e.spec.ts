@@ -100,8 +100,7 @@ describe('campaign dispatch end to end', () => {
       ids.push(c.campaignId);
     }
     const now = await service.create(lineCampaign({ name: 'send now' }));
-    await service.activate(now.campaignId);
-    await service.sendNow(now.campaignId);
+    await service.sendNow(now.campaignId); // straight from DRAFT: the running scanner cannot race it
     ids.push(now.campaignId);
 
     await waitFor(

@@ -66,11 +66,18 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       return [{ type: 'CampaignScheduled', data: { startAt: c.startAt, dispatchDeadline, at: now } }];
     }
     case 'SendNow': {
-      const s = requireStatus(c, state, ['QUEUED', 'SCHEDULED'], { live: true });
-      if (s.status === 'SCHEDULED') requireDeadlineNotPassed(c, s);
-      return [
-        { type: 'CampaignClaimed', data: { epoch: s.claimEpoch + 1, claimedAt: now, trigger: 'send_now' } },
-      ];
+      // From DRAFT, "send now" activates and claims in one command (seed 000's cms-api-go flips a
+      // draft to sending itself): two events along the diagram's DRAFT → QUEUED → DISPATCHING, so no
+      // scanner can claim the campaign in between.
+      const s = requireStatus(c, state, ['DRAFT', 'QUEUED', 'SCHEDULED'], { live: true });
+      if (s.status !== 'QUEUED') requireDeadlineNotPassed(c, s);
+      const claimed: CampaignEvent = {
+        type: 'CampaignClaimed',
+        data: { epoch: s.claimEpoch + 1, claimedAt: now, trigger: 'send_now' },
+      };
+      return s.status === 'DRAFT'
+        ? [{ type: 'CampaignActivated', data: { to: 'QUEUED', at: now } }, claimed]
+        : [claimed];
     }
     case 'ClaimCampaign': {
       const s = requireStatus(c, state, ['QUEUED', 'SCHEDULED'], { live: true });
