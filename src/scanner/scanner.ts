@@ -37,7 +37,8 @@ export class Scanner {
   private wakeWaiter: (() => void) | undefined;
   private readonly controller = new AbortController();
   private loop: Promise<void> | undefined;
-  readonly stats = { passes: 0, processed: 0, errors: 0 };
+  /** `sleeps` counts the times the scanner went to sleep with its timer armed (tests wait on it). */
+  readonly stats = { passes: 0, processed: 0, errors: 0, sleeps: 0 };
 
   constructor(private readonly options: ScannerOptions) {}
 
@@ -111,6 +112,7 @@ export class Scanner {
   }
 
   private sleep(ms: number): Promise<void> {
+    this.stats.sleeps++;
     return new Promise((resolve) => {
       const timer = new AbortController();
       this.wakeWaiter = () => timer.abort();

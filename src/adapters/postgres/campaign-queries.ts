@@ -72,7 +72,7 @@ export const LOCK_STALE_CLAIMS = `
 
 /** Milliseconds until the next SCHEDULED campaign becomes due (null: none), by the database clock. */
 export const NEXT_CAMPAIGN_DUE_IN_MS = `
-  select greatest(0, extract(epoch from (min(start_at) - now())) * 1000)::float8 as due_in_ms
+  select (extract(epoch from (min(start_at) - now())) * 1000)::float8 as due_in_ms
     from campaign where status = 'SCHEDULED' and deleted_at is null`;
 
 type CampaignRow = Record<(typeof COLUMNS)[number][0], unknown> & { version: number };
@@ -144,5 +144,7 @@ export async function lockStaleClaims(sql: SqlClient, staleAfterMs: number, limi
 
 export async function nextCampaignDueInMs(sql: SqlClient): Promise<number | null> {
   const { rows } = await sql.query<{ due_in_ms: number | null }>(NEXT_CAMPAIGN_DUE_IN_MS);
-  return rows[0]?.due_in_ms ?? null;
+  const dueInMs = rows[0]?.due_in_ms ?? null;
+  // Not greatest(0, …) in SQL: it ignores NULL, and "nothing scheduled" would read as "due now".
+  return dueInMs === null ? null : Math.max(0, dueInMs);
 }
