@@ -31,7 +31,10 @@ export interface CampaignServiceDeps {
   db: Database;
   handler: CommandHandler;
   wakeups?: WakeupSignal;
-  /** Campaigns due within this horizon wake the scanner at once; later ones are found by its poll. */
+  /**
+   * Campaigns due within this horizon wake the scanner at once; later ones are found by its poll, so
+   * pass the scanners' poll interval (config.scanner.pollMs). Default 30 s, the default poll.
+   */
   wakeHorizonMs?: number;
 }
 
@@ -153,7 +156,7 @@ export class CampaignService {
   private wakeScannerIfDueSoon(state: CampaignState, now: Date | undefined): void {
     if (!this.deps.wakeups || !now) return;
     if (state.status !== 'QUEUED' && state.status !== 'SCHEDULED') return;
-    const horizon = this.deps.wakeHorizonMs ?? 60_000;
+    const horizon = this.deps.wakeHorizonMs ?? 30_000;
     const dueIn = state.startAt ? Date.parse(state.startAt) - now.getTime() : 0;
     if (state.status === 'QUEUED' || dueIn <= horizon) {
       this.deps.wakeups.signal(channels.due(this.deps.db.schema));

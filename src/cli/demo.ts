@@ -45,6 +45,7 @@ async function main(): Promise<number> {
     db: runtime.db,
     handler: runtime.handler,
     wakeups: runtime.notifier,
+    wakeHorizonMs: config.scanner.pollMs,
   });
   try {
     const { rows } = await runtime.db.query<{ now: Date }>('select now() as now');
