@@ -13,7 +13,7 @@ import { HERALD_QUEUES } from '../campaigns/topology.js';
 import { loadConfig } from '../config.js';
 import { createLogger } from '../logger.js';
 import { runRelay } from '../outbox/relay-role.js';
-import { createRuntime } from '../roles/runtime.js';
+import { createRuntime, runTogether } from '../roles/runtime.js';
 import { runScanner } from '../roles/scanner-role.js';
 import { runWorker } from '../roles/worker-role.js';
 
@@ -35,11 +35,12 @@ async function main(): Promise<number> {
 
   const logger = createLogger({ level: config.logLevel, pod: config.pod });
   const controller = new AbortController();
-  const roles = Promise.all([
-    runRelay(config, logger, controller.signal, { queues: HERALD_QUEUES }),
-    runScanner(config, logger, controller.signal),
-    runWorker(config, logger, controller.signal),
+  const roles = runTogether(controller.signal, [
+    (stop) => runRelay(config, logger, stop, { queues: HERALD_QUEUES }),
+    (stop) => runScanner(config, logger, stop),
+    (stop) => runWorker(config, logger, stop),
   ]);
+  roles.catch(() => controller.abort()); // a failed role ends the demo (the error surfaces below)
   const runtime = createRuntime(config, logger, 'herald-demo');
   const campaigns = new CampaignService({
     db: runtime.db,

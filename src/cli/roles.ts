@@ -6,6 +6,7 @@ import { migrate } from '../adapters/postgres/migrator.js';
 import { runTick } from '../campaigns/tick.js';
 import { HERALD_QUEUES } from '../campaigns/topology.js';
 import { runRelay } from '../outbox/relay-role.js';
+import { runTogether } from '../roles/runtime.js';
 import { runScanner } from '../roles/scanner-role.js';
 import { runWorker } from '../roles/worker-role.js';
 import type { Role, RoleContext } from './main.js';
@@ -52,11 +53,11 @@ export const roles: Record<string, Role> = {
     async run(context) {
       await migrateCommand(context);
       const { config, logger, signal } = context;
-      await Promise.all([
-        runRelay(config, logger, signal, { queues: HERALD_QUEUES }),
-        runScanner(config, logger, signal),
-        runWorker(config, logger, signal),
-        runTick(config, logger, signal),
+      await runTogether(signal, [
+        (stop) => runRelay(config, logger, stop, { queues: HERALD_QUEUES }),
+        (stop) => runScanner(config, logger, stop),
+        (stop) => runWorker(config, logger, stop),
+        (stop) => runTick(config, logger, stop),
       ]);
       return 0;
     },

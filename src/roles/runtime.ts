@@ -55,3 +55,31 @@ export function aborted(signal: AbortSignal): Promise<void> {
     else signal.addEventListener('abort', () => resolve(), { once: true });
   });
 }
+
+/**
+ * Runs several long-running roles in one process (`herald all`, the demo). They share one stop
+ * signal; when one fails, the others are stopped too and the first error is rethrown, so a broken
+ * role never leaves the process half-running.
+ */
+export async function runTogether(
+  signal: AbortSignal,
+  roles: readonly ((signal: AbortSignal) => Promise<void>)[],
+): Promise<void> {
+  const shared = new AbortController();
+  const stop = () => shared.abort();
+  signal.addEventListener('abort', stop, { once: true });
+  let firstError: unknown;
+  try {
+    await Promise.all(
+      roles.map((run) =>
+        run(shared.signal).catch((error: unknown) => {
+          firstError ??= error;
+          shared.abort();
+        }),
+      ),
+    );
+  } finally {
+    signal.removeEventListener('abort', stop);
+  }
+  if (firstError !== undefined) throw firstError;
+}
