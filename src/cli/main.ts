@@ -53,7 +53,8 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`herald: ${(error as Error).message}\n`);
     return 2;
   }
-  const logger = createLogger({ level: config.logLevel, pod: config.pod, role: roleName });
+  // Each role binds its own `role` field (`herald all` runs several in one process).
+  const logger = createLogger({ level: config.logLevel, pod: config.pod });
   const controller = new AbortController();
   const shutdown = (signalName: string) => {
     if (controller.signal.aborted) {

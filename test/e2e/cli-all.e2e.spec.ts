@@ -1,0 +1,72 @@
+/**
+ * The CLI as deployed: `herald all` in a child process dispatches a campaign end to end and exits 0
+ * on SIGTERM; an invalid setting stops start-up with exit code 2 naming the variable.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { countLineDeliveries } from '../../src/adapters/postgres/line-delivery-queries.js';
+import { campaignService, lineCampaign } from '../support/campaigns.js';
+import { createTestDatabase, type TestDatabase } from '../support/services.js';
+import { waitFor } from '../support/wait.js';
+
+let t: TestDatabase;
+let child: ChildProcess | undefined;
+
+beforeEach(async () => {
+  t = await createTestDatabase();
+});
+afterEach(async () => {
+  if (child && child.exitCode === null) {
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+  }
+  await t?.drop();
+});
+
+function herald(args: string[], env: Record<string, string>) {
+  const process_ = spawn('node', ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    env: { ...process.env, DATABASE_URL: t.url, HERALD_SCHEMA: t.schema, HERALD_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  process_.stdout?.on('data', (chunk) => {
+    output += chunk;
+  });
+  process_.stderr?.on('data', (chunk) => {
+    output += chunk;
+  });
+  return { process: process_, output: () => output };
+}
+
+describe('herald CLI', () => {
+  it('`herald all` dispatches a campaign and exits 0 on SIGTERM', async () => {
+    const run = herald(['all'], { HERALD_SCANNER_POLL_MS: '500', HERALD_RELAY_IDLE_POLL_MS: '500' });
+    child = run.process;
+    await waitFor(async () => /migrations applied/.test(run.output()), {
+      what: 'migrations',
+      timeoutMs: 30_000,
+    });
+    const service = campaignService(t.db);
+    const c = await service.create(lineCampaign({ castType: 'broadcast' }));
+    await service.activate(c.campaignId); // QUEUED: the scanner in the child claims it
+    await waitFor(async () => (await service.get(c.campaignId)).status === 'COMPLETED', {
+      what: 'COMPLETED through the child process',
+      timeoutMs: 30_000,
+    }).catch((error: Error) => {
+      throw new Error(`${error.message}\n--- herald all output ---\n${run.output()}`);
+    });
+    expect((await countLineDeliveries(t.db, [c.campaignId])).get(c.campaignId)).toBe(1);
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    expect(code, run.output()).toBe(0);
+  });
+
+  it('an invalid setting stops start-up with exit code 2 and names the variable', async () => {
+    const run = herald(['relay'], { HERALD_RELAY_BATCH_SIZE: 'many' });
+    child = run.process;
+    const [code] = await once(child, 'exit');
+    expect(code).toBe(2);
+    expect(run.output()).toMatch(/invalid configuration: HERALD_RELAY_BATCH_SIZE/);
+  });
+});
