@@ -21,6 +21,11 @@ export interface OutboxMessageSpec {
   payload: unknown;
   /** 0 (first) … 9; default 3. Reporting-style traffic uses 5 so it never blocks dispatch. */
   priority?: number;
+  /**
+   * Per-key order (ADR 0007): the relay publishes this row only after every earlier ordered row of the
+   * same (sink, destination, partitionKey) was sent or skipped, never two of them at once.
+   */
+  ordered?: boolean;
 }
 
 export interface MessageOrigin {
@@ -57,6 +62,7 @@ export function toOutboxRows(origin: MessageOrigin, specs: readonly OutboxMessag
     },
     payload: spec.payload,
     priority: spec.priority ?? 3,
+    ordered: spec.ordered ?? false,
   }));
 }
 

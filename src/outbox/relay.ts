@@ -21,10 +21,15 @@
  *   an outage does not churn through the whole backlog.
  * - database loss: logged, retried with backoff, forever; no row is skipped (claims and marks are
  *   guarded by the claim's attempt number, so a late mark after a lost lease changes nothing).
+ *
+ * Ordered rows (ADR 0007): the claim takes only the head of each key and defers the rows behind it;
+ * after heads are marked sent, the relay wakes each key's next head, and maintenance wakes any head a
+ * crash left waiting. A failing head holds back only its own key; a dead one parks it.
  */
+import { wakeKeyHeads, wakeWaitingHeads } from '../adapters/postgres/outbox-order-queries.js';
 import {
   type ClaimedForPublish,
-  claimOutboxForPublish,
+  claimOutboxBatch,
   markSent,
   nextDueInMs,
   pruneSent,
@@ -93,6 +98,10 @@ export interface RelayCounters {
   recovered: number;
   /** Sent rows pruned by maintenance. */
   pruned: number;
+  /** Ordered rows the claim moved to waiting behind an earlier row of their key. */
+  deferred: number;
+  /** Waiting heads woken by maintenance (a relay died between a mark and its wake-up). */
+  woken: number;
 }
 
 /** Retrying the database: quick at first, never slower than every 5 s (it coming back is the normal case). */
@@ -123,6 +132,8 @@ export class OutboxRelay {
     released: 0,
     recovered: 0,
     pruned: 0,
+    deferred: 0,
+    woken: 0,
   };
 
   private readonly db: Database;
@@ -224,8 +235,11 @@ export class OutboxRelay {
     return { ...this.counters };
   }
 
-  /** Re-queues dead rows past their cooldown (bounded rounds) and prunes sent rows past retention. */
-  async runMaintenance(): Promise<{ recovered: number; pruned: number }> {
+  /**
+   * Re-queues dead rows past their cooldown (bounded rounds), prunes sent rows past retention, and
+   * wakes ordered key heads left waiting.
+   */
+  async runMaintenance(): Promise<{ recovered: number; pruned: number; woken: number }> {
     let recovered = 0;
     for (let round = 0; round < MAX_MAINTENANCE_ROUNDS; round++) {
       const count = await recoverDead(this.db, {
@@ -245,14 +259,20 @@ export class OutboxRelay {
       pruned += count;
       if (count < PRUNE_LIMIT) break;
     }
+    const woken = (await wakeWaitingHeads(this.db)).length;
     this.counters.recovered += recovered;
     this.counters.pruned += pruned;
+    this.counters.woken += woken;
     if (recovered > 0) {
       this.logger.info({ recovered }, 'dead outbox rows re-queued after cooldown');
       this.wake();
     }
+    if (woken > 0) {
+      this.logger.warn({ woken }, 'ordered key heads were left waiting; woken');
+      this.wake();
+    }
     if (pruned > 0) this.logger.debug({ pruned }, 'sent outbox rows pruned');
-    return { recovered, pruned };
+    return { recovered, pruned, woken };
   }
 
   private maintainInBackground(): void {
@@ -302,7 +322,7 @@ export class OutboxRelay {
       // While the broker is unavailable, probe with one row instead of failing a whole batch.
       const limit = this.brokerFailures > 0 ? 1 : fullBatch;
       this.wakeRequested = false;
-      const rows = await claimOutboxForPublish(this.db, {
+      const { rows, deferred } = await claimOutboxBatch(this.db, {
         limit,
         lockSeconds: this.settings.lockSeconds,
         owner: this.options.owner,
@@ -310,6 +330,7 @@ export class OutboxRelay {
       });
       this.dbFailures = 0;
       this.counters.claimed += rows.length;
+      this.counters.deferred += deferred;
       if (rows.length > 0) {
         if (this.stopping) {
           await this.release(rows);
@@ -317,7 +338,8 @@ export class OutboxRelay {
         }
         this.dispatch(rows);
       }
-      if (rows.length < limit) return;
+      // Deferred rows are progress too: the due range held at least `limit` rows.
+      if (rows.length + deferred < limit) return;
       if (this.brokerFailures > 0) await this.nextProgress(); // one probe at a time
     }
   }
@@ -478,6 +500,19 @@ export class OutboxRelay {
     ]);
     this.counters.published += marked ?? 0;
     this.counters.failed += (rescheduled?.length ?? 0) + (waiting?.length ?? 0);
+    // Ordered heads that were sent: wake the next row of each key, after the mark committed (ADR 0007).
+    // A late or repeated wake-up is harmless; a missed one (crash, give-up) is caught by maintenance.
+    const sentKeys = rows.flatMap((row, index) =>
+      row.ordered && outcomes[index]!.ok && row.partitionKey !== null
+        ? [{ sink: row.sink, destination: row.destination, partitionKey: row.partitionKey }]
+        : [],
+    );
+    if (sentKeys.length > 0) {
+      const woken = await this.withDatabaseRetry('wake ordered keys', lease, () =>
+        wakeKeyHeads(this.db, sentKeys),
+      );
+      if (woken && woken.length > 0) this.wake();
+    }
 
     if (this.logger.isLevelEnabled('debug')) {
       for (const row of rows) {
@@ -489,7 +524,12 @@ export class OutboxRelay {
       const fields = { ...messageFields(failure.row), error: failure.error };
       if (status === 'dead') {
         this.counters.dead++;
-        this.logger.error(fields, 'publish failed for the last time; outbox row is dead');
+        this.logger.error(
+          fields,
+          failure.row.ordered
+            ? 'publish failed for the last time; outbox row is dead and parks its ordered key'
+            : 'publish failed for the last time; outbox row is dead',
+        );
       } else {
         this.logger.warn({ ...fields, retryInMs: failure.delayMs }, 'publish failed; retry scheduled');
       }
@@ -565,5 +605,6 @@ function messageFields(row: ClaimedForPublish): Record<string, unknown> {
     outboxId: row.id,
     attempts: row.attempts,
     destination: row.destination,
+    ...(row.ordered ? { partitionKey: row.partitionKey } : {}),
   };
 }

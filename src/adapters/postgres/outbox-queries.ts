@@ -13,9 +13,9 @@ import type { SqlClient } from '../../ports/database.js';
 
 export const INSERT_OUTBOX = `
   insert into outbox (message_id, event_position, sink, destination, routing_key, partition_key,
-                      headers, payload, priority)
+                      headers, payload, priority, ordered)
   select * from unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-                       $7::jsonb[], $8::jsonb[], $9::smallint[])
+                       $7::jsonb[], $8::jsonb[], $9::smallint[], $10::boolean[])
   returning id, message_id`;
 
 export const CLAIM_OUTBOX = `
@@ -37,28 +37,70 @@ export const CLAIM_OUTBOX = `
             o.headers, o.payload, o.priority, o.attempts, o.created_at, o.recovery_count`;
 
 /**
- * The relay's claim: the same CTE, lease and order as CLAIM_OUTBOX, returning only what publishing
- * needs and the payload as its JSON text, so the body is serialized once (by PostgreSQL) instead of
- * parsed into objects and stringified again for every message.
+ * The relay's claim: the same lease and order as CLAIM_OUTBOX, returning only what publishing needs
+ * and the payload as its JSON text, so the body is serialized once (by PostgreSQL) instead of parsed
+ * into objects and stringified again for every message.
+ *
+ * Ordered rows (ADR 0007) are claimed only as the head of their key: no earlier (tx, id) row of the
+ * same (sink, destination, partition_key) is unsent, and no transaction that could still commit one is
+ * running (tx below the snapshot's xmin). An ordered candidate with an earlier unsent row is deferred
+ * (next_attempt_at = 'infinity', out of the due range) while this statement holds that earlier row
+ * FOR SHARE: its mark, and the wake-up of its key's next head that follows the mark, must then wait for
+ * this claim to commit, so a deferral can never miss its wake-up. When the earlier row cannot be held
+ * (being claimed or marked right now) the candidate is left due and judged again by the next claim.
+ * A head whose transaction is not yet below xmin is postponed by 200 ms (a long transaction elsewhere
+ * must not make relays re-scan it back to back). Returns the claimed rows plus one row with
+ * `deferred` (how many were moved to waiting), so the relay knows a short claim still made progress.
  */
 export const CLAIM_OUTBOX_FOR_PUBLISH = `
-  with claimable as (
-    select id from outbox
+  with candidates as materialized (
+    select id, ordered, sink, destination, partition_key, tx from outbox
      where status = 'pending' and next_attempt_at <= now() and sink = any($4::text[])
      order by priority, next_attempt_at, id
      limit $1
      for update skip locked
+  ),
+  judged as materialized (
+    select c.id, c.tx < pg_snapshot_xmin(pg_current_snapshot()) as settled,
+           (select e.id from outbox e
+             where e.ordered and e.status in ('pending', 'dead') and e.sink = c.sink
+               and e.destination = c.destination and e.partition_key = c.partition_key
+               and (e.tx, e.id) < (c.tx, c.id)
+             order by e.tx, e.id
+             limit 1) as blocker
+      from candidates c
+     where c.ordered
+  ),
+  held as materialized (
+    select e.id from outbox e
+     where e.id in (select blocker from judged) and e.status in ('pending', 'dead')
+       for share skip locked
+  ),
+  postponed as (
+    update outbox o
+       set next_attempt_at = case when j.blocker is null then now() + interval '200 milliseconds'
+                                  else 'infinity'::timestamptz end
+      from judged j
+     where o.id = j.id
+       and (j.blocker in (select id from held) or (j.blocker is null and not j.settled))
+    returning j.blocker is not null as waiting
+  ),
+  claimed as (
+    update outbox o
+       set attempts = o.attempts + 1,
+           locked_until = now() + make_interval(secs => $2),
+           next_attempt_at = now() + make_interval(secs => $2),
+           locked_by = $3
+      from candidates c
+     where o.id = c.id
+       and (not c.ordered or c.id in (select id from judged where blocker is null and settled))
+    returning o.id, o.message_id, o.sink, o.destination, o.routing_key, o.partition_key, o.headers,
+              o.payload::text as payload_text, o.priority, o.attempts, o.ordered,
+              (extract(epoch from o.created_at) * 1000)::float8 as created_ms
   )
-  update outbox o
-     set attempts = o.attempts + 1,
-         locked_until = now() + make_interval(secs => $2),
-         next_attempt_at = now() + make_interval(secs => $2),
-         locked_by = $3
-    from claimable
-   where o.id = claimable.id
-  returning o.id, o.message_id, o.sink, o.destination, o.routing_key, o.partition_key, o.headers,
-            o.payload::text as payload_text, o.priority, o.attempts,
-            (extract(epoch from o.created_at) * 1000)::float8 as created_ms`;
+  select claimed.*, progress.deferred
+    from (select count(*) filter (where waiting)::int as deferred from postponed) progress
+    left join claimed on true`;
 
 export const MARK_SENT = `
   update outbox o
@@ -137,6 +179,8 @@ export interface NewOutboxMessage {
   headers?: Record<string, string | number | boolean>;
   payload: unknown;
   priority?: number;
+  /** Published in (tx, id) order within its (sink, destination, partitionKey); needs a partition key. */
+  ordered?: boolean;
 }
 
 export interface ClaimedOutboxRow {
@@ -167,6 +211,7 @@ export async function insertOutbox(sql: SqlClient, messages: readonly NewOutboxM
     messages.map((m) => JSON.stringify(m.headers ?? {})),
     messages.map((m) => JSON.stringify(m.payload)),
     messages.map((m) => m.priority ?? 3),
+    messages.map((m) => m.ordered ?? false),
   ]);
 }
 
@@ -229,10 +274,13 @@ export interface ClaimedForPublish {
   /** The claim's attempt number: the lease token markSent / scheduleRetry / releaseClaims check. */
   attempts: number;
   createdAt: Date;
+  /** Claimed as the head of its key: the next row of the key waits until this one is sent or skipped. */
+  ordered: boolean;
 }
 
 interface ClaimedForPublishRow {
-  id: number;
+  /** Null only on the progress row of a claim that claimed nothing. */
+  id: number | null;
   message_id: string;
   sink: Sink;
   destination: string;
@@ -244,6 +292,9 @@ interface ClaimedForPublishRow {
   attempts: number;
   /** Epoch milliseconds: a number parses much faster than a timestamptz string. */
   created_ms: number;
+  ordered: boolean;
+  /** On every row (and alone, with null columns, when nothing was claimed): ordered rows deferred. */
+  deferred: number;
 }
 
 /** Claims up to `limit` due rows for `sinks`, leased for `lockSeconds`; returned in (priority, id) order. */
@@ -251,16 +302,29 @@ export async function claimOutboxForPublish(
   sql: SqlClient,
   params: { limit: number; lockSeconds: number; owner: string; sinks: readonly Sink[] },
 ): Promise<ClaimedForPublish[]> {
+  return (await claimOutboxBatch(sql, params)).rows;
+}
+
+/**
+ * The claim with its progress: `rows` claimed, plus `deferred`, the ordered rows moved to waiting
+ * behind an earlier row of their key. Both count as progress: a claim of `limit` candidates that
+ * deferred most of them does not mean the due range is empty.
+ */
+export async function claimOutboxBatch(
+  sql: SqlClient,
+  params: { limit: number; lockSeconds: number; owner: string; sinks: readonly Sink[] },
+): Promise<{ rows: ClaimedForPublish[]; deferred: number }> {
   const { rows } = await sql.query<ClaimedForPublishRow>(CLAIM_OUTBOX_FOR_PUBLISH, [
     params.limit,
     params.lockSeconds,
     params.owner,
     params.sinks,
   ]);
-  const claimed = new Array<ClaimedForPublish>(rows.length);
+  const claimed: ClaimedForPublish[] = [];
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i]!;
-    claimed[i] = {
+    if (row.id === null) continue; // the progress row of a claim that claimed nothing
+    claimed.push({
       id: row.id,
       messageId: row.message_id,
       sink: row.sink,
@@ -272,9 +336,13 @@ export async function claimOutboxForPublish(
       priority: row.priority,
       attempts: row.attempts,
       createdAt: new Date(row.created_ms),
-    };
+      ordered: row.ordered,
+    });
   }
-  return claimed.sort((a, b) => a.priority - b.priority || a.id - b.id);
+  return {
+    rows: claimed.sort((a, b) => a.priority - b.priority || a.id - b.id),
+    deferred: rows[0]?.deferred ?? 0,
+  };
 }
 
 export async function markSent(
