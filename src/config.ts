@@ -35,6 +35,12 @@ const envSchema = z.object({
     .string()
     .regex(/^[^,\s]+:\d+(,[^,\s]+:\d+)*$/, 'must be host:port[,host:port…]')
     .optional(),
+  HERALD_KAFKA_CREATE_TOPICS: z
+    .enum(['true', 'false', '1', '0'], "must be 'true' or 'false'")
+    .default('false')
+    .transform((value) => value === 'true' || value === '1'),
+  HERALD_KAFKA_TOPIC_PARTITIONS: positiveInt.max(10_000).optional(),
+  HERALD_KAFKA_REPLICATION_FACTOR: positiveInt.max(100).optional(),
   HERALD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   HERALD_POD: z.string().min(1).optional(),
 
@@ -72,12 +78,21 @@ export interface HeraldConfig {
   /** Redis key prefix of the tick role's per-minute SET NX keys (seed 000: CAMPAIGN_SCHEDULE_TICK). */
   readonly tickKeyPrefix: string;
   readonly kafkaBrokers: readonly string[];
+  readonly kafka: KafkaSettings;
   readonly logLevel: HeraldEnv['HERALD_LOG_LEVEL'];
   readonly pod: string;
   readonly relay: RelaySettings;
   readonly notifyCoalesceMs: number;
   readonly consumer: ConsumerSettings;
   readonly scanner: ScannerSettings;
+}
+
+export interface KafkaSettings {
+  /** Create missing topics (the relay's destinations, a consumer's topic and its .retry/.dead) through the admin client. */
+  readonly createTopics: boolean;
+  /** Partitions and replication factor of created topics; undefined: the broker's defaults. */
+  readonly topicPartitions: number | undefined;
+  readonly replicationFactor: number | undefined;
 }
 
 export interface ScannerSettings {
@@ -146,6 +161,11 @@ export function loadConfig(
     redisUrl: e.REDIS_URL,
     tickKeyPrefix: e.HERALD_TICK_KEY_PREFIX,
     kafkaBrokers: e.KAFKA_BROKERS ? e.KAFKA_BROKERS.split(',') : [],
+    kafka: {
+      createTopics: e.HERALD_KAFKA_CREATE_TOPICS,
+      topicPartitions: e.HERALD_KAFKA_TOPIC_PARTITIONS,
+      replicationFactor: e.HERALD_KAFKA_REPLICATION_FACTOR,
+    },
     logLevel: e.HERALD_LOG_LEVEL,
     pod: e.HERALD_POD ?? defaults.pod ?? `herald-${process.pid}`,
     relay: {

@@ -7,15 +7,20 @@
  *
  * Queues named in `options.queues` are declared (durable, of the configured type) before the first
  * claim; a destination that does not exist is unroutable and would burn the rows' attempts.
+ *
+ * Sinks: RabbitMQ when AMQP_URL is set, Kafka when KAFKA_BROKERS is set (at least one is required);
+ * the relay claims only rows whose sink it has. Kafka topics are created on first use when
+ * HERALD_KAFKA_CREATE_TOPICS is true, otherwise a missing topic is unroutable like a missing queue.
  */
 import { AmqpConnection, declareQueues } from '../adapters/amqp/amqp-connection.js';
 import { AmqpSink } from '../adapters/amqp/amqp-sink.js';
+import { KafkaSink } from '../adapters/kafka/kafka-sink.js';
 import { createDatabase } from '../adapters/postgres/database.js';
 import { PgWakeupListener } from '../adapters/postgres/notifications.js';
 import type { HeraldConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { OutboxRelay } from './relay.js';
+import { OutboxRelay, type RelaySinks } from './relay.js';
 
 export interface RunRelayOptions {
   /** Queue names to declare before relaying (the topology the relay publishes to). */
@@ -29,11 +34,14 @@ export async function runRelay(
   options: RunRelayOptions = {},
 ): Promise<void> {
   const amqpUrl = config.amqpUrl;
-  if (!amqpUrl) throw new ConfigError('AMQP_URL', 'is required by the relay');
+  const kafkaBrokers = config.kafkaBrokers;
+  if (!amqpUrl && kafkaBrokers.length === 0) {
+    throw new ConfigError('AMQP_URL', 'is required by the relay (or KAFKA_BROKERS for a Kafka-only relay)');
+  }
   const log = logger.child({ role: 'relay' });
 
   const queues = options.queues ?? [];
-  if (queues.length > 0) {
+  if (amqpUrl && queues.length > 0) {
     let topology: AmqpConnection;
     try {
       topology = await AmqpConnection.connectWithRetry(
@@ -62,15 +70,30 @@ export async function runRelay(
   };
   const db = createDatabase(databaseOptions);
   const listener = new PgWakeupListener(databaseOptions, log);
-  const sink = new AmqpSink({
-    url: amqpUrl,
-    name: `herald-relay-${config.pod}`,
-    inFlight: config.relay.inFlight,
-    logger: log,
-  });
+  const amqp = amqpUrl
+    ? new AmqpSink({
+        url: amqpUrl,
+        name: `herald-relay-${config.pod}`,
+        inFlight: config.relay.inFlight,
+        logger: log,
+      })
+    : undefined;
+  const kafka =
+    kafkaBrokers.length > 0
+      ? new KafkaSink({
+          brokers: kafkaBrokers,
+          clientId: `herald-relay-${config.pod}`,
+          maxBatchMessages: config.relay.inFlight,
+          createTopics: config.kafka.createTopics
+            ? { partitions: config.kafka.topicPartitions, replicationFactor: config.kafka.replicationFactor }
+            : undefined,
+          logger: log,
+        })
+      : undefined;
+  const sinks: RelaySinks = { ...(amqp ? { amqp } : {}), ...(kafka ? { kafka } : {}) };
   const relay = new OutboxRelay({
     db,
-    sinks: { amqp: sink },
+    sinks,
     settings: config.relay,
     owner: config.pod,
     listener,
@@ -86,7 +109,8 @@ export async function runRelay(
     log.info('stopping relay: finishing in-flight publishes');
     await relay.stop();
   } finally {
-    await sink.close();
+    await amqp?.close();
+    await kafka?.close();
     await listener.close();
     await db.close();
   }

@@ -1,0 +1,249 @@
+/**
+ * Kafka implementation of the relay's sink port (invariant 3: confirmed before sent). A message is
+ * `ok` only once the broker acknowledged it with acks = -1 (all in-sync replicas) from kafkajs'
+ * idempotent producer. Destination = topic; key = the row's partition key (the stream id unless the
+ * writer chose another), so every row of a key lands in one partition, in publish order; headers =
+ * the row's headers (event type, stream, correlation id, …) plus `x-herald-message-id` (invariant 4)
+ * and `content-type`; timestamp = the row's created_at, the same on every re-publish.
+ *
+ * One `sendBatch` per publish call (per `maxBatchMessages` chunk), all topics together. Calls are
+ * serialized: kafkajs' idempotent producer assigns sequence numbers per partition when it builds a
+ * request, and concurrent sends on one producer are a known way to lose messages silently
+ * (kafkajs#1005). Only one request is in flight anyway (the producer's broker lock, maxInFlightRequests 1).
+ *
+ * Failures (classifyKafkaError):
+ * - `unavailable` (no broker, timeouts, lost producer state): every message of the call fails as
+ *   `unavailable`; the relay keeps the rows pending with backoff.
+ * - `rejected` (e.g. MESSAGE_TOO_LARGE): Kafka refuses a whole per-partition record batch, so one bad
+ *   message (or a record batch over the topic's max.message.bytes) fails its neighbours too. The call is
+ *   bisected: halves are re-sent until each failing message stands alone and is `rejected`; the rest
+ *   go out. Messages of a partition that the broker had already written may be written again: a
+ *   duplicate with the same message id, which consumers drop (at-least-once, like a relay crash).
+ * - A topic that does not exist (and is not created, see KafkaTopicAdmin) → `rejected` as unroutable.
+ *
+ * After ANY failed send the producer is discarded and the next send starts a new idempotent session
+ * (new producer id). kafkajs rolls back its sequence numbers for every partition of a failed request,
+ * including partitions the broker did write; reusing them could make the broker treat new messages as
+ * duplicates of old ones and acknowledge them without writing them. A new producer id has no history.
+ * kafkajs' own retries are bounded (a call must come back so the relay can back off and probe).
+ */
+import {
+  CompressionTypes,
+  type Kafka,
+  type Message,
+  Partitioners,
+  type Producer,
+  type TopicMessages,
+} from 'kafkajs';
+import type { Logger } from '../../logger.js';
+import type { MessageSink, OutboundMessage, PublishOutcome } from '../../ports/message-sink.js';
+import { classifyKafkaError, createKafka, KAFKA_HEADER, type KafkaFailure } from './kafka-client.js';
+import { KafkaTopicAdmin, type TopicCreation } from './kafka-topics.js';
+
+export interface KafkaSinkOptions {
+  brokers: readonly string[];
+  /** kafkajs clientId, shown by the broker. */
+  clientId?: string;
+  /** Most messages in one sendBatch; a larger publish call is sent in chunks (relay.inFlight). */
+  maxBatchMessages: number;
+  /** Create missing topics (HERALD_KAFKA_CREATE_TOPICS); absent: a missing topic is unroutable. */
+  createTopics?: TopicCreation | undefined;
+  logger?: Logger | undefined;
+  /** TCP connect bound. Default 3 s. */
+  connectionTimeoutMs?: number;
+  /** Produce request bound (and the acks=-1 wait on the broker). Default 10 s. */
+  requestTimeoutMs?: number;
+  /** How long a positive topic check is trusted. Default 60 s. */
+  topicCheckTtlMs?: number;
+  /** An existing client (the consumer toolkit shares its own). */
+  kafka?: Kafka;
+}
+
+/** kafkajs retries inside one send: enough for a leader election, short enough to come back. */
+const SEND_RETRY = { retries: 3, initialRetryTime: 100, maxRetryTime: 2_000 };
+
+export class KafkaSink implements MessageSink {
+  readonly kind = 'kafka' as const;
+  private readonly kafka: Kafka;
+  private readonly topics: KafkaTopicAdmin;
+  private producer: Producer | undefined;
+  private writeTail: Promise<unknown> = Promise.resolve();
+  private closed = false;
+  private readonly requestTimeoutMs: number;
+  /** Sends since start, and failed sends (each one replaced the producer): for tests and logs. */
+  readonly stats = { sends: 0, failedSends: 0, producers: 0 };
+
+  constructor(private readonly options: KafkaSinkOptions) {
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.kafka =
+      options.kafka ??
+      createKafka({
+        brokers: options.brokers,
+        clientId: options.clientId ?? 'herald-relay',
+        logger: options.logger,
+        connectionTimeoutMs: options.connectionTimeoutMs ?? 3_000,
+        requestTimeoutMs: this.requestTimeoutMs,
+      });
+    this.topics = new KafkaTopicAdmin(this.kafka, {
+      create: options.createTopics,
+      ttlMs: options.topicCheckTtlMs ?? 60_000,
+      logger: options.logger,
+    });
+  }
+
+  publish(batch: readonly OutboundMessage[]): Promise<PublishOutcome[]> {
+    if (batch.length === 0) return Promise.resolve([]);
+    const result = this.writeTail.then(() => this.publishNow(batch));
+    this.writeTail = result.catch(() => {});
+    return result;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.writeTail;
+    await this.discardProducer();
+    await this.topics.close();
+  }
+
+  private async publishNow(batch: readonly OutboundMessage[]): Promise<PublishOutcome[]> {
+    if (this.closed) return batch.map((m) => failed(m.id, unavailable('sink closed')));
+    const outcomes = new Map<number, PublishOutcome>();
+    let missing: Set<string>;
+    try {
+      missing = await this.topics.missing(new Set(batch.map((m) => m.destination)));
+    } catch (error) {
+      return batch.map((m) => failed(m.id, classifyKafkaError(error)));
+    }
+    const sendable: OutboundMessage[] = [];
+    for (const message of batch) {
+      if (missing.has(message.destination)) {
+        outcomes.set(message.id, {
+          id: message.id,
+          ok: false,
+          error: `unroutable: unknown topic ${message.destination}`,
+          failure: 'rejected',
+        });
+      } else {
+        sendable.push(message);
+      }
+    }
+    const chunk = Math.max(1, this.options.maxBatchMessages);
+    for (let start = 0; start < sendable.length; start += chunk) {
+      for (const outcome of await this.send(sendable.slice(start, start + chunk))) {
+        outcomes.set(outcome.id, outcome);
+      }
+    }
+    return batch.map((m) => outcomes.get(m.id)!);
+  }
+
+  /** One sendBatch; on a rejection, bisects until each refused message stands alone. */
+  private async send(messages: readonly OutboundMessage[]): Promise<PublishOutcome[]> {
+    let producer: Producer;
+    try {
+      producer = await this.connect();
+    } catch (error) {
+      return messages.map((m) => failed(m.id, classifyKafkaError(error)));
+    }
+    this.stats.sends++;
+    try {
+      await producer.sendBatch({
+        acks: -1,
+        timeout: this.requestTimeoutMs,
+        compression: CompressionTypes.None,
+        topicMessages: byTopic(messages),
+      });
+      return messages.map((m) => ({ id: m.id, ok: true, brokerRef: null }));
+    } catch (error) {
+      this.stats.failedSends++;
+      await this.discardProducer(); // its sequence numbers can no longer be trusted (see above)
+      const failure = classifyKafkaError(error);
+      if (failure.type === 'UNKNOWN_TOPIC_OR_PARTITION') {
+        for (const m of messages) this.topics.forget(m.destination);
+      }
+      if (failure.failure === 'unavailable') {
+        this.options.logger?.warn({ err: failure.error, messages: messages.length }, 'kafka send failed');
+        return messages.map((m) => failed(m.id, failure));
+      }
+      if (messages.length === 1) {
+        const m = messages[0]!;
+        this.options.logger?.warn(
+          {
+            messageId: m.messageId,
+            correlationId: m.headers['x-correlation-id'],
+            aggregateId: m.headers['x-herald-stream-id'],
+            destination: m.destination,
+            bytes: m.body.length,
+            err: failure.error,
+          },
+          'kafka rejected a message',
+        );
+        return [failed(m.id, failure)];
+      }
+      const half = Math.ceil(messages.length / 2);
+      return [...(await this.send(messages.slice(0, half))), ...(await this.send(messages.slice(half)))];
+    }
+  }
+
+  private async connect(): Promise<Producer> {
+    if (this.producer) return this.producer;
+    const producer = this.kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      retry: SEND_RETRY,
+      // The default partitioner (murmur2 on the key, as the Java client): named so kafkajs does not
+      // warn about its v2 partitioner change. A key always maps to one partition.
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
+    try {
+      await producer.connect(); // also obtains the producer id (InitProducerId)
+    } catch (error) {
+      await producer.disconnect().catch(() => {});
+      throw error;
+    }
+    this.stats.producers++;
+    this.producer = producer;
+    return producer;
+  }
+
+  private async discardProducer(): Promise<void> {
+    const producer = this.producer;
+    this.producer = undefined;
+    await producer?.disconnect().catch(() => {});
+  }
+}
+
+/** Groups messages by topic, keeping their order within each topic (and so within each key). */
+function byTopic(messages: readonly OutboundMessage[]): TopicMessages[] {
+  const topics = new Map<string, Message[]>();
+  for (const m of messages) {
+    let list = topics.get(m.destination);
+    if (!list) {
+      list = [];
+      topics.set(m.destination, list);
+    }
+    list.push(toKafkaMessage(m));
+  }
+  return [...topics].map(([topic, list]) => ({ topic, messages: list }));
+}
+
+export function toKafkaMessage(m: OutboundMessage): Message {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(m.headers)) headers[name] = String(value);
+  if (m.messageId) headers[KAFKA_HEADER.messageId] = m.messageId;
+  headers[KAFKA_HEADER.contentType] ??= 'application/json';
+  return {
+    key: m.partitionKey,
+    value: m.body,
+    headers,
+    timestamp: String((m.timestamp ?? new Date()).getTime()),
+  };
+}
+
+function failed(id: number, failure: KafkaFailure): PublishOutcome {
+  return { id, ok: false, error: failure.error, failure: failure.failure };
+}
+
+function unavailable(reason: string): KafkaFailure {
+  return { failure: 'unavailable', error: `broker unavailable: ${reason}` };
+}
