@@ -109,6 +109,12 @@ export class KafkaFixture {
     return received;
   }
 
+  /** The group's committed offsets (the next offset to read) per partition of `topic`; -1: none. */
+  async committedOffsets(groupId: string, topic: string): Promise<number[]> {
+    const [entry] = await this.admin.fetchOffsets({ groupId, topics: [topic] });
+    return (entry?.partitions ?? []).map((p) => Number(p.offset));
+  }
+
   /** Publishes raw messages (not through Herald). */
   async produce(
     topic: string,
