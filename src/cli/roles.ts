@@ -2,9 +2,11 @@
  * The CLI's role table. Each entry wires configuration to one long-running process or one command.
  * Long-running roles return when the signal aborts (SIGTERM/SIGINT) after finishing in-flight work.
  */
+import { createDatabase } from '../adapters/postgres/database.js';
 import { migrate } from '../adapters/postgres/migrator.js';
 import { runTick } from '../campaigns/tick.js';
 import { HERALD_QUEUES } from '../campaigns/topology.js';
+import { runOutboxCommand } from '../outbox/outbox-admin.js';
 import { runRelay } from '../outbox/relay-role.js';
 import { runTogether } from '../roles/runtime.js';
 import { runScanner } from '../roles/scanner-role.js';
@@ -18,6 +20,27 @@ async function migrateCommand({ config, logger }: RoleContext): Promise<number> 
     `migrations applied: ${result.applied.length ? result.applied.join(', ') : 'none'} (already applied: ${result.alreadyApplied})\n`,
   );
   return 0;
+}
+
+async function outboxCommand({ config, logger, args, options }: RoleContext): Promise<number> {
+  const db = createDatabase({
+    url: config.databaseUrl,
+    schema: config.schema,
+    poolSize: 2,
+    applicationName: 'herald-outbox',
+  });
+  try {
+    return await runOutboxCommand({
+      db,
+      logger,
+      args,
+      options,
+      defaultActor: `cli:${config.pod}`,
+      write: (text) => process.stdout.write(text),
+    });
+  } finally {
+    await db.close();
+  }
 }
 
 const longRunning = (run: (context: RoleContext) => Promise<void>) => async (context: RoleContext) => {
@@ -47,6 +70,10 @@ export const roles: Record<string, Role> = {
   worker: {
     summary: 'built-in consumers: LINE campaign delivery',
     run: longRunning(({ config, logger, signal }) => runWorker(config, logger, signal)),
+  },
+  outbox: {
+    summary: 'operator commands: parked | requeue <id> | skip <id> [--reason=…] (ordered keys, dead rows)',
+    run: outboxCommand,
   },
   all: {
     summary: 'migrate, then every role in one process (development)',
