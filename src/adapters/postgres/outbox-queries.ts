@@ -156,11 +156,12 @@ export const PRUNE_SENT = `
 /**
  * Delay until the earliest pending row becomes due (null: none pending), by the database clock.
  * Negative when already due; the function clamps. (Not `greatest(0, …)`: greatest ignores NULL, so an
- * empty outbox would read as "due now" and an idle relay would spin.)
+ * empty outbox would read as "due now" and an idle relay would spin.) Ordered rows waiting behind an
+ * earlier row of their key ('infinity', ADR 0007) are not due at any time; they are woken instead.
  */
 export const NEXT_DUE_IN_MS = `
   select (extract(epoch from (min(next_attempt_at) - now())) * 1000)::float8 as due_in_ms
-    from outbox where status = 'pending' and sink = any($1::text[])`;
+    from outbox where status = 'pending' and sink = any($1::text[]) and next_attempt_at < 'infinity'`;
 
 export const REQUEUE_DEAD_BY_ID = `
   update outbox set status = 'pending', attempts = 0, next_attempt_at = now(), dead_at = null
