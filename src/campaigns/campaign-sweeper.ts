@@ -1,8 +1,9 @@
 /**
- * The campaign sweeper (seed 000's ProcessCampaign, made durable). Each sweep first runs the reaper
+ * The campaign sweeper (seed 000's ProcessCampaign, made durable). Each sweep claims a batch of due
+ * campaigns with FOR UPDATE SKIP LOCKED (any number of scanners: invariant 7), then runs the reaper
  * (DISPATCHING campaigns whose claim is older than the stale threshold go back to SCHEDULED/QUEUED
- * with a new epoch, so a presumed-dead worker's late messages are fenced off: invariant 5), then
- * claims a batch of due campaigns with FOR UPDATE SKIP LOCKED (any number of scanners: invariant 7).
+ * with a new epoch, so a presumed-dead worker's late messages are fenced off: invariant 5; the next
+ * sweep claims them).
  * Each claim appends its events, updates the state row and writes one dispatch outbox row in the
  * same transaction (invariant 1); a SCHEDULED campaign past its deadline expires instead.
  */
@@ -46,9 +47,14 @@ export class CampaignSweeper implements Sweeper {
   }
 
   async sweep(): Promise<SweepResult> {
-    const reaped = await this.reap();
+    // Claims first, so a due campaign does not wait for the reaper's transaction. What the reaper puts
+    // back is due at once: a reclaim asks for another sweep (`more`), whose claim takes it.
     const claimed = await this.claimDue();
-    return { processed: reaped.processed + claimed.processed, more: reaped.more || claimed.more };
+    const reaped = await this.reap();
+    return {
+      processed: claimed.processed + reaped.processed,
+      more: claimed.more || reaped.more || reaped.processed > 0,
+    };
   }
 
   /** Reaper: stale live claims go back to be claimed again, with a new epoch. */

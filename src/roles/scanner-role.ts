@@ -4,6 +4,7 @@
  * the fallback poll. Any number of scanner pods may run (invariant 7); on SIGTERM the current pass
  * finishes and the process exits 0.
  */
+import { CoalescingNotifier } from '../adapters/postgres/notifications.js';
 import { CampaignSweeper } from '../campaigns/campaign-sweeper.js';
 import { PROCESS_CAMPAIGN_QUEUE } from '../campaigns/topology.js';
 import type { HeraldConfig } from '../config.js';
@@ -16,10 +17,16 @@ import { aborted, createRuntime } from './runtime.js';
 export async function runScanner(config: HeraldConfig, logger: Logger, signal: AbortSignal): Promise<void> {
   const log = logger.child({ role: 'scanner' });
   const runtime = createRuntime(config, log, 'herald-scanner');
+  // The relay's wake-up after a claim transaction gets no time window (interval 0: only signals of the
+  // same event-loop turn are merged). One claim transaction already carries up to batchSize claims, so
+  // this sends at most one NOTIFY per claim transaction; the shared notifier's window
+  // (HERALD_NOTIFY_COALESCE_MS) would hold back the NOTIFY of a claim that follows another within it
+  // until the window closes, adding up to that much to due → published.
+  const claimWakeups = new CoalescingNotifier(runtime.db, 0, log);
   const sweeper = new CampaignSweeper({
     db: runtime.db,
     handler: runtime.handler,
-    wakeups: runtime.notifier,
+    wakeups: claimWakeups,
     logger: log,
     batchSize: config.scanner.batchSize,
     staleClaimMs: config.scanner.staleClaimMs,
@@ -45,6 +52,7 @@ export async function runScanner(config: HeraldConfig, logger: Logger, signal: A
   } finally {
     await ticks?.stop({ timeoutMs: 5_000 });
     await scanner.stop();
+    claimWakeups.close();
     await runtime.close();
     log.info({ ...scanner.stats, ...sweeper.stats }, 'scanner stopped');
   }

@@ -105,8 +105,11 @@ export class Scanner {
     let sleepMs = this.options.pollIntervalMs;
     for (const sweeper of this.options.sweepers) {
       const dueIn = await sweeper.nextDueInMs();
-      // +1 ms: a timer may fire a fraction early, and the claim compares with the database's now().
-      if (dueIn !== null) sleepMs = Math.min(sleepMs, Math.ceil(dueIn) + 1);
+      // Rounded up, no margin on top (every ms here is due → claimed latency): the claim compares with
+      // the database's now(), and a timer that fires a fraction early (libuv counts whole ms) costs one
+      // pass that claims nothing and a 1 ms retry. At least 1 ms, so something due but not claimable
+      // yet (another scanner's claim transaction holds it) is retried soon without spinning.
+      if (dueIn !== null) sleepMs = Math.min(sleepMs, Math.max(1, Math.ceil(dueIn)));
     }
     return sleepMs;
   }

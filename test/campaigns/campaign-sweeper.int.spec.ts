@@ -173,6 +173,45 @@ describe('campaign sweeper', () => {
     ]);
   });
 
+  it('a sweep claims what is due before it reaps, and a reclaim asks for the sweep that claims it', async () => {
+    const service = campaignService(t.db);
+    const stale = await service.create(lineCampaign({ name: 'stale claim' }));
+    await service.activate(stale.campaignId);
+    await service.sendNow(stale.campaignId);
+    const due = await service.create(lineCampaign({ name: 'due' }));
+    const s = sweeper({ staleClaimMs: 150 });
+    await waitFor(
+      async () =>
+        (
+          await t.db.query<{ stale: boolean }>(
+            "select now() - claimed_at > interval '200 milliseconds' as stale from campaign where id = $1",
+            [stale.campaignId],
+          )
+        ).rows[0]!.stale,
+      { what: 'the first claim to go stale' },
+    );
+    await service.activate(due.campaignId);
+
+    const first = await s.sweep();
+    expect(first).toEqual({ processed: 2, more: true });
+    const { rows } = await t.db.query<{ stream_id: string; type: string }>(
+      `select stream_id, type from event where type in ('CampaignClaimed', 'CampaignReclaimed')
+          and position > (select max(position) from event where type = 'CampaignActivated')
+        order by position`,
+    );
+    expect(rows).toEqual([
+      { stream_id: due.campaignId, type: 'CampaignClaimed' },
+      { stream_id: stale.campaignId, type: 'CampaignReclaimed' },
+    ]);
+    expect((await service.get(stale.campaignId)).status).toBe('QUEUED');
+
+    const second = await s.sweep();
+    expect(second).toEqual({ processed: 1, more: false });
+    const reclaimed = await service.get(stale.campaignId);
+    expect(reclaimed.status).toBe('DISPATCHING');
+    expect(reclaimed.claimEpoch).toBe(3);
+  });
+
   it('a scanner wakes at the due time from its timer, not at the next poll', async () => {
     const service = campaignService(t.db);
     const scanner = new Scanner({ sweepers: [sweeper()], pollIntervalMs: 60_000, logger: silentLogger });
