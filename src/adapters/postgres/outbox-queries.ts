@@ -158,10 +158,18 @@ export const PRUNE_SENT = `
  * Negative when already due; the function clamps. (Not `greatest(0, …)`: greatest ignores NULL, so an
  * empty outbox would read as "due now" and an idle relay would spin.) Ordered rows waiting behind an
  * earlier row of their key ('infinity', ADR 0007) are not due at any time; they are woken instead.
+ * One descent of the pending claim index per priority (0…9) instead of a min() over every pending
+ * row: waiting rows stay in that index, and a deep backlog of them must not slow down each idle wait.
  */
 export const NEXT_DUE_IN_MS = `
-  select (extract(epoch from (min(next_attempt_at) - now())) * 1000)::float8 as due_in_ms
-    from outbox where status = 'pending' and sink = any($1::text[]) and next_attempt_at < 'infinity'`;
+  select (extract(epoch from (min(first.next_attempt_at) - now())) * 1000)::float8 as due_in_ms
+    from generate_series(0, 9) as p(priority)
+   cross join lateral (
+     select next_attempt_at from outbox
+      where status = 'pending' and priority = p.priority and next_attempt_at < 'infinity'
+        and sink = any($1::text[])
+      order by next_attempt_at
+      limit 1) first`;
 
 export const REQUEUE_DEAD_BY_ID = `
   update outbox set status = 'pending', attempts = 0, next_attempt_at = now(), dead_at = null
