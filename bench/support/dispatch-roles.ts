@@ -1,0 +1,116 @@
+/**
+ * Herald's scanner and relay roles as separate processes, exactly as `herald scanner` / `herald relay`
+ * run from source (`node --import tsx src/cli/main.ts <role>`), configured through the environment.
+ * A role counts as ready when it logs its "started" line (pino JSON on stdout, level info: the
+ * production default, so the per-claim log lines are part of what is measured). Stopped with SIGTERM,
+ * which every long-running role answers by finishing in-flight work and exiting 0.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const MAIN = join(HERE, '..', '..', 'src', 'cli', 'main.ts');
+const TRACE_PRELOAD = join(HERE, 'dispatch-trace.ts');
+const READY: Record<RoleName, string> = { scanner: 'scanner started', relay: 'relay started' };
+
+/** Logged by the scanners, which run without AMQP_URL on purpose (see RoleEnvironment.amqpUrl). */
+const EXPECTED_WARNING = 'AMQP_URL not set: tick messages';
+
+export type RoleName = 'scanner' | 'relay';
+
+export interface RoleProcess {
+  readonly name: string;
+  /** Resolves when the role logged its "started" line. */
+  readonly ready: Promise<void>;
+  /** Log lines at level warn or above, as they came (printed by the benchmark). */
+  readonly problems: string[];
+  stop(): Promise<void>;
+}
+
+export interface RoleEnvironment {
+  databaseUrl: string;
+  schema: string;
+  /** Only relays get it: a scanner with AMQP_URL would also consume tick messages from the shared
+   * process_campaign queue, taking them from anyone else's tests (ticks are wake-ups only). */
+  amqpUrl?: string;
+  /** Extra HERALD_* settings. */
+  settings?: Record<string, string>;
+  /** --trace: load bench/support/dispatch-trace.ts, which writes <pod>.json here at exit. */
+  traceDirectory?: string;
+}
+
+export function startRole(role: RoleName, index: number, environment: RoleEnvironment): RoleProcess {
+  const name = `bench-${role}-${index}`;
+  const trace = environment.traceDirectory ? ['--import', TRACE_PRELOAD] : [];
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', ...trace, MAIN, role], {
+    env: {
+      ...process.env,
+      DATABASE_URL: environment.databaseUrl,
+      HERALD_SCHEMA: environment.schema,
+      AMQP_URL: role === 'relay' ? (environment.amqpUrl ?? '') : '',
+      // LINE dispatch goes through RabbitMQ only: no Kafka sink beside it in the relays.
+      KAFKA_BROKERS: '',
+      HERALD_POD: name,
+      HERALD_LOG_LEVEL: 'info',
+      HERALD_BENCH_TRACE_DIR: environment.traceDirectory ?? '',
+      ...environment.settings,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const problems: string[] = [];
+  let exited = false;
+  const exit = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      exited = true;
+      resolve(code);
+    }),
+  );
+  const ready = new Promise<void>((resolve, reject) => {
+    exit.then((code) => reject(new Error(`${name} exited with ${code} before it was ready`)));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (line.includes(`"msg":"${READY[role]}"`)) resolve();
+      // pino levels by label: keep warnings and errors for the report (but the expected one about ticks).
+      if (/"level":"(warn|error|fatal)"/.test(line) && !line.includes(EXPECTED_WARNING)) {
+        problems.push(`${name}: ${line}`);
+      }
+    });
+  });
+  ready.catch(() => {});
+  createInterface({ input: child.stderr! }).on('line', (line) => problems.push(`${name} (stderr): ${line}`));
+  return {
+    name,
+    ready,
+    problems,
+    async stop() {
+      if (!exited) child.kill('SIGTERM');
+      const code = await exit;
+      if (code !== 0) throw new Error(`${name} exited with ${code}`);
+    },
+  };
+}
+
+/** Starts `scanners` scanner and `relays` relay processes and waits until all are ready. */
+export async function startRoles(
+  counts: { scanners: number; relays: number },
+  environment: RoleEnvironment,
+): Promise<RoleProcess[]> {
+  const roles = [
+    ...Array.from({ length: counts.scanners }, (_, i) => startRole('scanner', i + 1, environment)),
+    ...Array.from({ length: counts.relays }, (_, i) => startRole('relay', i + 1, environment)),
+  ];
+  try {
+    await Promise.all(roles.map((role) => role.ready));
+  } catch (error) {
+    await stopRoles(roles).catch(() => {});
+    throw error;
+  }
+  return roles;
+}
+
+export async function stopRoles(roles: readonly RoleProcess[]): Promise<void> {
+  const results = await Promise.allSettled(roles.map((role) => role.stop()));
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
