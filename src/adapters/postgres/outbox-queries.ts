@@ -102,25 +102,51 @@ export const CLAIM_OUTBOX_FOR_PUBLISH = `
     from (select count(*) filter (where waiting)::int as deferred from postponed) progress
     left join claimed on true`;
 
+/**
+ * Marks confirmed rows sent and, in the same statement, appends their publish receipts (the audit that
+ * outlives outbox pruning: publish_receipt, migration 000005). Only rows the guard matched get one.
+ */
 export const MARK_SENT = `
-  update outbox o
-     set status = 'sent', sent_at = now(), locked_until = null, locked_by = null,
-         broker_ref = confirmed.broker_ref, last_error = null
-    from unnest($1::bigint[], $2::int[], $3::text[]) as confirmed(id, attempts, broker_ref)
-   where o.id = confirmed.id and o.status = 'pending' and o.attempts = confirmed.attempts
-  returning o.id`;
+  with marked as (
+    update outbox o
+       set status = 'sent', sent_at = now(), locked_until = null, locked_by = null,
+           broker_ref = confirmed.broker_ref, last_error = null
+      from unnest($1::bigint[], $2::int[], $3::text[]) as confirmed(id, attempts, broker_ref)
+     where o.id = confirmed.id and o.status = 'pending' and o.attempts = confirmed.attempts
+    returning o.id, o.message_id, o.event_position, o.sink, o.destination, o.routing_key, o.partition_key,
+              o.broker_ref, o.attempts, o.recovery_count, o.sent_at
+  ), receipts as (
+    insert into publish_receipt (message_id, outbox_id, event_position, sink, destination, routing_key,
+                                 partition_key, outcome, broker_ref, attempts, recovery_count, confirmed_at)
+    select message_id, id, event_position, sink, destination, routing_key, partition_key, 'sent', broker_ref,
+           attempts, recovery_count, sent_at
+      from marked
+  )
+  select id from marked`;
 
+/** Schedules retries; a row that reaches max attempts becomes dead and gets a `dead` receipt in the same statement. */
 export const SCHEDULE_RETRY = `
-  update outbox o
-     set status = case when o.attempts >= $4 then 'dead' else 'pending' end,
-         dead_at = case when o.attempts >= $4 then now() else null end,
-         next_attempt_at = now() + make_interval(secs => failed.delay_ms / 1000.0),
-         locked_until = null, locked_by = null,
-         last_error = left(failed.error, 2000)
-    from unnest($1::bigint[], $2::int[], $3::text[], $5::double precision[])
-           as failed(id, attempts, error, delay_ms)
-   where o.id = failed.id and o.status = 'pending' and o.attempts = failed.attempts
-  returning o.id, o.status`;
+  with retried as (
+    update outbox o
+       set status = case when o.attempts >= $4 then 'dead' else 'pending' end,
+           dead_at = case when o.attempts >= $4 then now() else null end,
+           next_attempt_at = now() + make_interval(secs => failed.delay_ms / 1000.0),
+           locked_until = null, locked_by = null,
+           last_error = left(failed.error, 2000)
+      from unnest($1::bigint[], $2::int[], $3::text[], $5::double precision[])
+             as failed(id, attempts, error, delay_ms)
+     where o.id = failed.id and o.status = 'pending' and o.attempts = failed.attempts
+    returning o.id, o.status, o.message_id, o.event_position, o.sink, o.destination, o.routing_key,
+              o.partition_key, o.attempts, o.recovery_count, o.last_error
+  ), receipts as (
+    insert into publish_receipt (message_id, outbox_id, event_position, sink, destination, routing_key,
+                                 partition_key, outcome, attempts, recovery_count, error)
+    select message_id, id, event_position, sink, destination, routing_key, partition_key, 'dead', attempts,
+           recovery_count, last_error
+      from retried
+     where status = 'dead'
+  )
+  select id, status from retried`;
 
 /** Hands claimed rows back untouched (graceful shutdown before publishing): the attempt is not counted. */
 export const RELEASE_CLAIMS = `
