@@ -64,6 +64,11 @@ const envSchema = z.object({
   HERALD_CONSUMER_PREFETCH: positiveInt.max(65_535).default(32),
   HERALD_CONSUMER_MAX_ATTEMPTS: positiveInt.default(5),
   HERALD_CONSUMER_RETRY_DELAY_MS: positiveInt.default(10_000),
+
+  HERALD_PROJECTOR_BATCH_SIZE: positiveInt.max(100_000).default(1_000),
+  HERALD_PROJECTOR_POLL_MS: positiveInt.default(1_000),
+  HERALD_PROJECTOR_LEASE_SECONDS: positiveInt.default(30),
+  HERALD_RECEIPT_RETENTION_DAYS: positiveInt.default(400),
 });
 
 export type HeraldEnv = z.infer<typeof envSchema>;
@@ -85,6 +90,18 @@ export interface HeraldConfig {
   readonly notifyCoalesceMs: number;
   readonly consumer: ConsumerSettings;
   readonly scanner: ScannerSettings;
+  readonly projector: ProjectorSettings;
+}
+
+export interface ProjectorSettings {
+  /** Log entries (events or receipts) applied per projection transaction. */
+  readonly batchSize: number;
+  /** Sleep when caught up, and retry interval while another replica holds a projection's lease. */
+  readonly pollMs: number;
+  /** One active projector per projection: lease length by the database clock, renewed every third. */
+  readonly leaseMs: number;
+  /** Publish receipts are deleted after this many days (kept far longer than sent outbox rows). */
+  readonly receiptRetentionDays: number;
 }
 
 export interface KafkaSettings {
@@ -191,6 +208,12 @@ export function loadConfig(
       prefetch: e.HERALD_CONSUMER_PREFETCH,
       maxAttempts: e.HERALD_CONSUMER_MAX_ATTEMPTS,
       retryDelayMs: e.HERALD_CONSUMER_RETRY_DELAY_MS,
+    },
+    projector: {
+      batchSize: e.HERALD_PROJECTOR_BATCH_SIZE,
+      pollMs: e.HERALD_PROJECTOR_POLL_MS,
+      leaseMs: e.HERALD_PROJECTOR_LEASE_SECONDS * 1000,
+      receiptRetentionDays: e.HERALD_RECEIPT_RETENTION_DAYS,
     },
   });
 }

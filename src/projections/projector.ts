@@ -1,0 +1,409 @@
+/**
+ * The asynchronous projector: follows the event log (and publish receipts) for one projection and
+ * applies it batch by batch. Invariants it keeps:
+ *
+ * - Never skips, never applies twice. Reads are gap-safe (`tx < pg_snapshot_xmin(pg_current_snapshot())`
+ *   in (tx, position) order, event-queries.ts / receipt-queries.ts), and each batch is ONE transaction:
+ *   lock the checkpoint row, read after it, apply, advance the checkpoint guarded by the value it was
+ *   read with. A crash before commit leaves nothing; a restart resumes at the checkpoint.
+ * - Several replicas are safe. One is active per projection through a lease on the database clock
+ *   (lease-queries.ts, invariant 6); each batch re-checks the lease's owner and term inside its
+ *   transaction (a fencing check), and the checkpoint lock serializes batches anyway (invariant 7:
+ *   the lease only saves duplicate work).
+ * - Rebuilds never disturb the live table: `rebuildProjection` fills shadow tables under their own
+ *   checkpoints, then swaps them in while holding the live checkpoints' locks.
+ */
+import { randomUUID } from 'node:crypto';
+import { type LogCursor, readLogAfter } from '../adapters/postgres/event-queries.js';
+import {
+  acquireLease,
+  holdsLease,
+  type LeaseGrant,
+  releaseLease,
+  renewLease,
+} from '../adapters/postgres/lease-queries.js';
+import {
+  advanceCheckpoint,
+  deleteCheckpoints,
+  ensureCheckpoint,
+  lockCheckpoint,
+  recreateShadowTable,
+  resetCheckpoints,
+  swapShadowTable,
+} from '../adapters/postgres/projection-queries.js';
+import { readReceiptsAfter } from '../adapters/postgres/receipt-queries.js';
+import { ConcurrencyError, errorMessage, IllegalStateError } from '../errors.js';
+import { type Logger, silentLogger } from '../logger.js';
+import type { Database, SqlClient } from '../ports/database.js';
+import {
+  checkpointName,
+  type Projection,
+  type ProjectionSource,
+  type ProjectionTarget,
+  shadowTable,
+} from './projection.js';
+
+const LIVE: ProjectionTarget = { shadow: false };
+const SHADOW: ProjectionTarget = { shadow: true };
+
+/** Test seams. Never set in production. */
+export interface ProjectorHooks {
+  /** Runs inside a batch's transaction after the projection's writes, before the checkpoint moves. */
+  afterApply?: (batch: { source: ProjectionSource; count: number }) => Promise<void> | void;
+}
+
+export interface BatchResult {
+  source: ProjectionSource;
+  count: number;
+  cursor: LogCursor;
+}
+
+/**
+ * Applies the next batch of one source inside `tx`: locks the checkpoint, (optionally) checks the
+ * lease, reads after the checkpoint, applies, advances. Returns how many entries it applied.
+ */
+export async function projectBatchInTransaction(
+  tx: SqlClient,
+  projection: Projection,
+  source: ProjectionSource,
+  target: ProjectionTarget,
+  options: { batchSize: number; lease?: LeaseGrant; hooks?: ProjectorHooks },
+): Promise<BatchResult> {
+  const name = checkpointName(projection.name, source, target);
+  let from = await lockCheckpoint(tx, name);
+  if (!from) {
+    await ensureCheckpoint(tx, name);
+    from = await lockCheckpoint(tx, name);
+  }
+  if (!from) throw new IllegalStateError(`checkpoint ${name} could not be created`);
+  if (options.lease && !(await holdsLease(tx, options.lease))) {
+    throw new LeaseLostError(options.lease);
+  }
+  let count: number;
+  let to: LogCursor;
+  if (source === 'events') {
+    const events = await readLogAfter(tx, from, options.batchSize);
+    if (events.length === 0) return { source, count: 0, cursor: from };
+    await projection.applyEvents(tx, events, target);
+    const last = events[events.length - 1]!;
+    count = events.length;
+    to = { tx: last.tx, position: last.position };
+  } else {
+    const receipts = await readReceiptsAfter(tx, from, options.batchSize);
+    if (receipts.length === 0) return { source, count: 0, cursor: from };
+    if (!projection.applyReceipts) throw new IllegalStateError(`${projection.name} does not follow receipts`);
+    await projection.applyReceipts(tx, receipts, target);
+    const last = receipts[receipts.length - 1]!;
+    count = receipts.length;
+    to = { tx: last.tx, position: last.id };
+  }
+  await options.hooks?.afterApply?.({ source, count });
+  if (!(await advanceCheckpoint(tx, name, from, to))) {
+    throw new ConcurrencyError(`checkpoint ${name} moved during the batch`, { name });
+  }
+  return { source, count, cursor: to };
+}
+
+/** The projector no longer holds its lease (another replica took it over). */
+export class LeaseLostError extends IllegalStateError {
+  constructor(lease: LeaseGrant) {
+    super(`lease ${lease.name} (term ${lease.term}) is no longer held by ${lease.owner}`, {
+      lease: lease.name,
+      term: lease.term,
+    });
+  }
+}
+
+export interface ProjectorOptions {
+  db: Database;
+  projection: Projection;
+  /** Unique per process: the lease owner. Default `<pod>:<random>`. */
+  owner?: string;
+  pod?: string;
+  batchSize?: number;
+  /** Sleep when caught up (and retry interval while another replica holds the lease). */
+  pollMs?: number;
+  /** Lease length; renewed every third of it. */
+  leaseMs?: number;
+  logger?: Logger;
+  hooks?: ProjectorHooks;
+}
+
+export interface ProjectorStats {
+  events: number;
+  receipts: number;
+  batches: number;
+  leaseAcquired: number;
+  leaseLost: number;
+  errors: number;
+}
+
+/** Runs one projection: lease, then batches until caught up, then poll. */
+export class Projector {
+  readonly owner: string;
+  readonly stats: ProjectorStats = {
+    events: 0,
+    receipts: 0,
+    batches: 0,
+    leaseAcquired: 0,
+    leaseLost: 0,
+    errors: 0,
+  };
+  private readonly batchSize: number;
+  private readonly pollMs: number;
+  private readonly leaseMs: number;
+  private readonly logger: Logger;
+  private lease: LeaseGrant | null = null;
+  private renewAt = 0;
+  private loop: Promise<void> | undefined;
+  private stopping = false;
+  private wakeSleep: (() => void) | undefined;
+
+  constructor(private readonly options: ProjectorOptions) {
+    this.owner = options.owner ?? `${options.pod ?? 'herald'}:${randomUUID().slice(0, 8)}`;
+    this.batchSize = options.batchSize ?? 1_000;
+    this.pollMs = options.pollMs ?? 1_000;
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.logger = (options.logger ?? silentLogger).child({
+      projection: options.projection.name,
+      owner: this.owner,
+    });
+  }
+
+  get leaseName(): string {
+    return `projector:${this.options.projection.name}`;
+  }
+
+  /** True while this replica holds the projection's lease. */
+  get active(): boolean {
+    return this.lease !== null;
+  }
+
+  start(): void {
+    if (this.loop) throw new IllegalStateError('projector already started');
+    this.stopping = false;
+    this.loop = this.run();
+  }
+
+  /** Finishes the batch in flight, releases the lease (another replica takes over at once). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wakeSleep?.();
+    await this.loop;
+    this.loop = undefined;
+  }
+
+  /**
+   * Applies batches of every source until each comes back short (caught up with the committed log).
+   * Without a lease when none is held (tests, tools); the loop calls it while holding one.
+   */
+  catchUp(): Promise<{ events: number; receipts: number }> {
+    return this.applyUntilCaughtUp(false);
+  }
+
+  /** With `leased`, every batch is fenced by the lease, and the work stops as soon as it is lost. */
+  private async applyUntilCaughtUp(leased: boolean): Promise<{ events: number; receipts: number }> {
+    const total = { events: 0, receipts: 0 };
+    for (const source of this.options.projection.sources) {
+      for (;;) {
+        const lease = this.lease;
+        if (leased && !lease) return total;
+        const batch = await this.options.db.transaction((tx) =>
+          projectBatchInTransaction(tx, this.options.projection, source, LIVE, {
+            batchSize: this.batchSize,
+            ...(leased && lease ? { lease } : {}),
+            ...(this.options.hooks ? { hooks: this.options.hooks } : {}),
+          }),
+        );
+        total[source] += batch.count;
+        this.stats[source] += batch.count;
+        if (batch.count > 0) this.stats.batches++;
+        if (batch.count < this.batchSize || this.stopping) break;
+        if (leased && Date.now() >= this.renewAt) await this.keepLease();
+      }
+    }
+    return total;
+  }
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    for (const source of this.options.projection.sources) {
+      const name = checkpointName(this.options.projection.name, source, LIVE);
+      await this.retrying(() => ensureCheckpoint(this.options.db, name));
+    }
+    while (!this.stopping) {
+      try {
+        if (!this.lease) {
+          await this.takeLease();
+          if (!this.lease) {
+            await this.sleep(Math.min(this.pollMs, this.leaseMs / 3));
+            continue;
+          }
+        } else if (Date.now() >= this.renewAt) {
+          await this.keepLease();
+          if (!this.lease) continue;
+        }
+        const done = await this.applyUntilCaughtUp(true);
+        failures = 0;
+        if (done.events === 0 && done.receipts === 0) await this.sleep(this.pollMs);
+      } catch (error) {
+        if (error instanceof LeaseLostError) {
+          this.dropLease('lease lost during a batch');
+          continue;
+        }
+        failures++;
+        this.stats.errors++;
+        const delayMs = Math.min(5_000, 200 * 2 ** Math.min(failures, 5));
+        this.logger.error({ err: error, attempt: failures, delayMs }, 'projector batch failed; retrying');
+        await this.sleep(delayMs);
+      }
+    }
+    if (this.lease) {
+      const lease = this.lease;
+      this.lease = null;
+      await releaseLease(this.options.db, lease).catch((error: unknown) =>
+        this.logger.warn({ err: error }, 'could not release the projector lease; it expires on its own'),
+      );
+    }
+    this.logger.info({ stats: this.stats }, 'projector stopped');
+  }
+
+  private async takeLease(): Promise<void> {
+    const grant = await acquireLease(this.options.db, this.leaseName, this.owner, this.leaseMs);
+    if (!grant) return;
+    this.lease = grant;
+    this.renewAt = Date.now() + this.leaseMs / 3;
+    this.stats.leaseAcquired++;
+    this.logger.info({ term: grant.term }, 'projector lease acquired: this replica is active');
+  }
+
+  private async keepLease(): Promise<void> {
+    const lease = this.lease;
+    if (!lease) return;
+    if (await renewLease(this.options.db, lease, this.leaseMs)) {
+      this.renewAt = Date.now() + this.leaseMs / 3;
+    } else {
+      this.dropLease('lease taken over by another replica');
+    }
+  }
+
+  private dropLease(why: string): void {
+    if (!this.lease) return;
+    this.logger.warn({ term: this.lease.term }, why);
+    this.lease = null;
+    this.stats.leaseLost++;
+  }
+
+  private async retrying(work: () => Promise<void>): Promise<void> {
+    for (let attempt = 1; !this.stopping; attempt++) {
+      try {
+        return await work();
+      } catch (error) {
+        this.logger.warn({ err: error, attempt }, 'projector start-up query failed; retrying');
+        await this.sleep(Math.min(5_000, 200 * 2 ** Math.min(attempt, 5)));
+      }
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.stopping) return resolve();
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wakeSleep = done;
+    });
+  }
+}
+
+export interface RebuildResult {
+  projection: string;
+  events: number;
+  receipts: number;
+  /** Entries applied inside the swap transaction (the tail written while the rebuild ran). */
+  tail: number;
+  ms: number;
+}
+
+/**
+ * Rebuilds a projection from the start of the log into shadow tables, then swaps them in. The live
+ * projection keeps serving (and its projector keeps running) until the swap, which holds the live
+ * checkpoints' locks, applies the last entries to the shadow, replaces the live tables and moves the
+ * shadow checkpoints onto the live ones, in one transaction. Only one rebuild per projection at a time
+ * (a lease `rebuild:<name>`).
+ */
+export async function rebuildProjection(
+  db: Database,
+  projection: Projection,
+  options: { owner?: string; batchSize?: number; leaseMs?: number; logger?: Logger } = {},
+): Promise<RebuildResult> {
+  const started = Date.now();
+  const owner = options.owner ?? `rebuild:${randomUUID().slice(0, 8)}`;
+  const batchSize = options.batchSize ?? 5_000;
+  const leaseMs = options.leaseMs ?? 60_000;
+  const logger = (options.logger ?? silentLogger).child({ projection: projection.name, rebuild: owner });
+  const lease = await acquireLease(db, `rebuild:${projection.name}`, owner, leaseMs);
+  if (!lease) throw new IllegalStateError(`a rebuild of ${projection.name} is already running`);
+  let renewAt = Date.now() + leaseMs / 3;
+  const shadowCheckpoints = projection.sources.map((s) => checkpointName(projection.name, s, SHADOW));
+  const liveCheckpoints = projection.sources.map((s) => checkpointName(projection.name, s, LIVE));
+  const totals = { events: 0, receipts: 0, tail: 0 };
+  try {
+    await db.transaction(async (tx) => {
+      for (const table of projection.tables) await recreateShadowTable(tx, table, shadowTable(table));
+      await resetCheckpoints(tx, shadowCheckpoints);
+    });
+    logger.info({ tables: projection.tables.map(shadowTable) }, 'rebuild: shadow tables created');
+
+    // Catch up outside the swap: the bulk of the work, while the live projection keeps serving.
+    for (const source of projection.sources) {
+      for (;;) {
+        const batch = await db.transaction((tx) =>
+          projectBatchInTransaction(tx, projection, source, SHADOW, { batchSize, lease }),
+        );
+        totals[source] += batch.count;
+        if (batch.count < batchSize) break;
+        if (Date.now() >= renewAt) {
+          if (!(await renewLease(db, lease, leaseMs))) throw new LeaseLostError(lease);
+          renewAt = Date.now() + leaseMs / 3;
+        }
+      }
+    }
+    logger.info(totals, 'rebuild: caught up; swapping');
+
+    await db.transaction(async (tx) => {
+      for (const name of liveCheckpoints) await ensureCheckpoint(tx, name);
+      const live: (LogCursor | null)[] = [];
+      for (const name of liveCheckpoints) live.push(await lockCheckpoint(tx, name));
+      for (const source of projection.sources) {
+        for (;;) {
+          const batch = await projectBatchInTransaction(tx, projection, source, SHADOW, { batchSize, lease });
+          totals.tail += batch.count;
+          totals[source] += batch.count;
+          if (batch.count < batchSize) break;
+        }
+      }
+      const caughtUp: (LogCursor | null)[] = [];
+      for (const name of shadowCheckpoints) caughtUp.push(await lockCheckpoint(tx, name));
+      for (const table of projection.tables) await swapShadowTable(tx, table, shadowTable(table));
+      for (const [index, name] of liveCheckpoints.entries()) {
+        const from = live[index];
+        const to = caughtUp[index];
+        if (!from || !to || !(await advanceCheckpoint(tx, name, from, to))) {
+          throw new ConcurrencyError(`checkpoint ${name} moved during the swap`, { name });
+        }
+      }
+      await deleteCheckpoints(tx, shadowCheckpoints);
+    });
+    const result = { projection: projection.name, ...totals, ms: Date.now() - started };
+    logger.info(result, 'rebuild: swapped in');
+    return result;
+  } catch (error) {
+    logger.error({ err: error }, `rebuild failed: ${errorMessage(error)}`);
+    throw error;
+  } finally {
+    await releaseLease(db, lease).catch(() => {});
+  }
+}
