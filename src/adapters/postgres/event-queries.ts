@@ -7,6 +7,7 @@
  */
 import { ConcurrencyError } from '../../errors.js';
 import type { SqlClient } from '../../ports/database.js';
+import { forEachBatch } from './cursor-queries.js';
 
 export const APPEND_EVENTS = `
   insert into event (stream_type, stream_id, version, type, data, meta)
@@ -33,6 +34,32 @@ export const READ_LOG_AFTER = `
      and ($4::text[] is null or stream_type = any($4))
    order by tx, position
    limit $3`;
+
+/**
+ * Every event of one stream type in stream order (stream id, then version), optionally only those
+ * recorded up to a time: the scan verify and the point-in-time sandbox fold, through a cursor.
+ */
+export const SCAN_STREAMS = `
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+    from event
+   where stream_type = $1 and ($2::timestamptz is null or recorded_at <= $2)
+   order by stream_id, version`;
+
+/** Several streams of one type, in stream order (replay's look-up of the streams a message caused). */
+export const READ_STREAMS = `
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+    from event
+   where stream_type = $1 and stream_id = any($2::text[])
+   order by stream_id, version`;
+
+/** Export: events recorded in [from, to), optionally of some stream types, in time order (a cursor query). */
+export const EXPORT_EVENTS = `
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+    from event
+   where ($1::timestamptz is null or recorded_at >= $1)
+     and ($2::timestamptz is null or recorded_at < $2)
+     and ($3::text[] is null or stream_type = any($3))
+   order by recorded_at, position`;
 
 export interface EventMeta {
   correlationId?: string;
@@ -152,7 +179,7 @@ export async function readStream(
   sql: SqlClient,
   streamType: string,
   streamId: string,
-  options: { afterVersion?: number; until?: Date } = {},
+  options: { afterVersion?: number; until?: Date | string } = {},
 ): Promise<StoredEvent[]> {
   const { rows } = await sql.query<EventRow>(READ_STREAM, [
     streamType,
@@ -184,4 +211,54 @@ export async function readLogAfter(
     streamTypes ?? null,
   ]);
   return rows.map(toStoredEvent);
+}
+
+export async function readStreams(
+  sql: SqlClient,
+  streamType: string,
+  streamIds: readonly string[],
+): Promise<StoredEvent[]> {
+  if (streamIds.length === 0) return [];
+  const { rows } = await sql.query<EventRow>(READ_STREAMS, [streamType, streamIds]);
+  return rows.map(toStoredEvent);
+}
+
+/**
+ * Streams every event of `streamType` (recorded up to `until`, if given) in stream order through a
+ * cursor, `batchSize` at a time. Run inside a transaction (SNAPSHOT_READ_ONLY first for one snapshot).
+ */
+export function scanStreams(
+  tx: SqlClient,
+  params: { streamType: string; until: string | null; batchSize: number },
+  handle: (events: StoredEvent[]) => Promise<void> | void,
+): Promise<void> {
+  return forEachBatch<EventRow>(
+    tx,
+    {
+      name: 'herald_scan_streams',
+      query: SCAN_STREAMS,
+      params: [params.streamType, params.until],
+      batchSize: params.batchSize,
+    },
+    (rows) => handle(rows.map(toStoredEvent)),
+  );
+}
+
+/** Streams the events in the filter through a cursor, in (recorded_at, position) order. */
+export function exportEvents(
+  tx: SqlClient,
+  filter: { from: string | null; to: string | null; streamTypes: readonly string[] | null },
+  batchSize: number,
+  handle: (events: StoredEvent[]) => Promise<void> | void,
+): Promise<void> {
+  return forEachBatch<EventRow>(
+    tx,
+    {
+      name: 'herald_export_events',
+      query: EXPORT_EVENTS,
+      params: [filter.from, filter.to, filter.streamTypes],
+      batchSize,
+    },
+    (rows) => handle(rows.map(toStoredEvent)),
+  );
 }

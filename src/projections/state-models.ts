@@ -1,0 +1,134 @@
+/**
+ * The registry of state models by stream type: for every aggregate with a state table (the inline
+ * projection of invariant 1), how to fold its events with the pure decider (parse, then `evolve`) and
+ * how to read and write its rows. Replay, verify and the point-in-time sandbox work on any stream type
+ * listed here, which is how invariant 8 ("folding a stream's events through the pure evolve gives
+ * exactly its state row") is checked for every aggregate, not just campaigns. A new aggregate adds one
+ * entry.
+ */
+import {
+  campaignsWithoutEvents,
+  loadCampaigns,
+  saveCampaigns,
+} from '../adapters/postgres/campaign-queries.js';
+import type { StoredEvent } from '../adapters/postgres/event-queries.js';
+import {
+  CAMPAIGN_STREAM_TYPE,
+  type CampaignEvent,
+  type CampaignState,
+  campaignDecider,
+  type ExistingCampaign,
+  parseCampaignEvent,
+} from '../domain/campaign.js';
+import type { Decider, DomainEvent } from '../domain/decider.js';
+import { ValidationError } from '../errors.js';
+import type { SqlClient } from '../ports/database.js';
+
+/** A state row (or folded state) as plain fields, for field-by-field comparison and printing. */
+export type StateFields = Readonly<Record<string, unknown>>;
+
+/** A fold in progress and the row it should equal, with the stream type's types erased. */
+export interface StateModel {
+  readonly streamType: string;
+  /** The state table (in the configured schema); the sandbox creates one LIKE it. */
+  readonly table: string;
+  /** Streams whose messages' effects live in other streams keyed by the message id (replay). */
+  readonly messageEffectStreams: readonly string[];
+  initial(): unknown;
+  /** Validates the stored event and folds it; throws ValidationError / IllegalStateError on corruption. */
+  apply(state: unknown, event: Pick<StoredEvent, 'type' | 'data'>): unknown;
+  /** False for the initial "no such stream" state (nothing to store). */
+  exists(state: unknown): boolean;
+  fields(state: unknown): StateFields;
+  /** State rows by stream id (lower-case ids for uuid keys). */
+  loadRows(
+    sql: SqlClient,
+    streamIds: readonly string[],
+  ): Promise<Map<string, { fields: StateFields; version: number }>>;
+  /** Inserts folded states as rows (into whatever `table` resolves to on the connection's search_path). */
+  insertRows(sql: SqlClient, rows: readonly { state: unknown; version: number }[]): Promise<void>;
+  /** Stream ids of rows no event explains (at most `limit`). */
+  rowsWithoutEvents(sql: SqlClient, limit: number): Promise<string[]>;
+  /** The key rows are stored under for a stream id. */
+  rowKey(streamId: string): string;
+}
+
+interface StateModelDefinition<State, Event extends DomainEvent> {
+  streamType: string;
+  table: string;
+  messageEffectStreams?: readonly string[];
+  decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>;
+  parseEvent(raw: { type: string; data: unknown }): Event;
+  exists(state: State): boolean;
+  loadRows(
+    sql: SqlClient,
+    streamIds: readonly string[],
+  ): Promise<Map<string, { state: State; version: number }>>;
+  insertRows(sql: SqlClient, rows: readonly { state: State; version: number }[]): Promise<void>;
+  rowsWithoutEvents(sql: SqlClient, limit: number): Promise<string[]>;
+  rowKey?(streamId: string): string;
+}
+
+/** Builds a registry entry; the casts below are the one place the entry's types are erased. */
+export function defineStateModel<State, Event extends DomainEvent>(
+  definition: StateModelDefinition<State, Event>,
+): StateModel {
+  const { decider } = definition;
+  return {
+    streamType: definition.streamType,
+    table: definition.table,
+    messageEffectStreams: definition.messageEffectStreams ?? [],
+    initial: () => decider.initialState(),
+    apply: (state, event) =>
+      decider.evolve(state as State, definition.parseEvent({ type: event.type, data: event.data })),
+    exists: (state) => definition.exists(state as State),
+    fields: (state) => ({ ...(state as object) }),
+    loadRows: async (sql, ids) => {
+      const loaded = await definition.loadRows(sql, ids);
+      return new Map(
+        [...loaded].map(([id, row]) => [id, { fields: { ...(row.state as object) }, version: row.version }]),
+      );
+    },
+    insertRows: (sql, rows) =>
+      definition.insertRows(
+        sql,
+        rows.map((row) => ({ state: row.state as State, version: row.version })),
+      ),
+    rowsWithoutEvents: definition.rowsWithoutEvents,
+    rowKey: definition.rowKey ?? ((id) => id),
+  };
+}
+
+export const campaignStateModel = defineStateModel<CampaignState, CampaignEvent>({
+  streamType: CAMPAIGN_STREAM_TYPE,
+  table: 'campaign',
+  // LineDeliveryDiscarded is appended to stream line_delivery/<message id> (src/campaigns/line-delivery-worker.ts).
+  messageEffectStreams: ['line_delivery'],
+  decider: campaignDecider,
+  parseEvent: parseCampaignEvent,
+  exists: (state) => state.status !== 'NONE',
+  loadRows: loadCampaigns,
+  insertRows: (sql, rows) =>
+    saveCampaigns(
+      sql,
+      rows.map((row) => ({ state: row.state as ExistingCampaign, version: row.version, expectedVersion: 0 })),
+    ),
+  rowsWithoutEvents: campaignsWithoutEvents,
+  // campaign.id is a uuid column: PostgreSQL returns it lower-case.
+  rowKey: (id) => id.toLowerCase(),
+});
+
+export const STATE_MODELS: ReadonlyMap<string, StateModel> = new Map([
+  [campaignStateModel.streamType, campaignStateModel],
+]);
+
+export function stateModelFor(streamType: string): StateModel {
+  const model = STATE_MODELS.get(streamType);
+  if (!model) {
+    throw new ValidationError(
+      `no state model for stream type '${streamType}' (known: ${[...STATE_MODELS.keys()].join(', ')})`,
+      { streamType },
+    );
+  }
+  return model;
+}
