@@ -13,7 +13,7 @@ const USAGE = `usage: herald <role> [options]
 
 roles:
 ${Object.entries(roles)
-  .map(([name, role]) => `  ${name.padEnd(10)} ${role.summary}`)
+  .map(([name, role]) => `  ${name.padEnd(12)} ${role.summary}`)
   .join('\n')}
 
 Configuration is read from the environment (see README: Configuration).`;
@@ -23,6 +23,8 @@ export interface RoleContext {
   logger: Logger;
   args: string[];
   options: Record<string, string | boolean | undefined>;
+  /** The raw arguments after the role name, for commands that parse their own options. */
+  argv: string[];
   /** Aborted on SIGTERM/SIGINT: long-running roles finish in-flight work and return. */
   signal: AbortSignal;
 }
@@ -72,6 +74,7 @@ async function main(argv: string[]): Promise<number> {
       logger,
       args,
       options: values as Record<string, string | boolean | undefined>,
+      argv: argv.slice(argv.indexOf(roleName!) + 1),
       signal: controller.signal,
     });
   } catch (error) {

@@ -8,9 +8,11 @@ import { runTick } from '../campaigns/tick.js';
 import { HERALD_QUEUES } from '../campaigns/topology.js';
 import { runOutboxCommand } from '../outbox/outbox-admin.js';
 import { runRelay } from '../outbox/relay-role.js';
+import { runProjector } from '../roles/projector-role.js';
 import { runTogether } from '../roles/runtime.js';
 import { runScanner } from '../roles/scanner-role.js';
 import { runWorker } from '../roles/worker-role.js';
+import { incidentRoles } from './incident-commands.js';
 import type { Role, RoleContext } from './main.js';
 
 async function migrateCommand({ config, logger }: RoleContext): Promise<number> {
@@ -85,8 +87,10 @@ export const roles: Record<string, Role> = {
         (stop) => runScanner(config, logger, stop),
         (stop) => runWorker(config, logger, stop),
         (stop) => runTick(config, logger, stop),
+        (stop) => runProjector(config, logger, stop),
       ]);
       return 0;
     },
   },
+  ...incidentRoles,
 };
