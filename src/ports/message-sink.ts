@@ -1,8 +1,9 @@
 /**
- * The relay's sink port: one adapter per broker (RabbitMQ now, Kafka next). `publish` resolves only
- * after the broker confirmed or refused each message (invariant 3): a result is `ok` only for a
- * broker acknowledgement (RabbitMQ publisher confirm of a routed message; Kafka acks=all).
- * A shared test suite runs against every adapter.
+ * The relay's sink port: one adapter per broker (AmqpSink, KafkaSink), chosen per outbox row by its
+ * `sink`. `publish` resolves only after the broker confirmed or refused each message (invariant 3): a
+ * result is `ok` only for a broker acknowledgement (RabbitMQ publisher confirm of a routed message;
+ * Kafka acks=all from an idempotent producer). A shared test suite (test/outbox/sink-contract.ts) runs
+ * against every adapter.
  */
 export interface OutboundMessage {
   /** The outbox row id: results are matched back by it. */
