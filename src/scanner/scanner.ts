@@ -66,11 +66,11 @@ export class Scanner {
         if (this.controller.signal.aborted) return processed;
         const result = await sweeper.sweep();
         processed += result.processed;
+        this.stats.processed += result.processed; // per sweep: a pass cut short by stop() still counts
         if (!result.more) break;
       }
     }
     this.stats.passes++;
-    this.stats.processed += processed;
     return processed;
   }
 

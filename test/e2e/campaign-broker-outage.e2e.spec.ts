@@ -37,6 +37,7 @@ describe('campaign dispatch through a broker outage', () => {
     // Warm up: roles connected, queues declared.
     roles = startRoles(
       t.config({
+        HERALD_SCANNER_POLL_MS: '200', // the test's service sends no scanner wake-ups
         HERALD_RELAY_IDLE_POLL_MS: '200',
         HERALD_RELAY_BACKOFF_BASE_MS: '100',
         HERALD_RELAY_BACKOFF_MAX_MS: '1000',
