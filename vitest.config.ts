@@ -3,9 +3,10 @@ import { defineConfig } from 'vitest/config';
 // Test tiers by suffix: *.unit.spec.ts are pure; *.int.spec.ts talk to the real services started by
 // scripts/services (npm test starts them and exports their URLs) and run in parallel, each file on
 // its own database and uniquely named queues. The `serial` project holds the files that use the
-// seeds' fixed queue names or stop a shared broker: npm test runs it after the others, one file at
-// a time.
-const serial = ['test/e2e/**/*.e2e.spec.ts', 'test/**/*broker-outage*.spec.ts'];
+// seeds' fixed queue names, stop a shared broker, or (`*.serial.spec.ts`) assert exact results of
+// gap-safe reads, which any transaction open anywhere on the server delays (xmin is cluster-wide):
+// npm test runs it after the others, one file at a time.
+const serial = ['test/e2e/**/*.e2e.spec.ts', 'test/**/*broker-outage*.spec.ts', 'test/**/*.serial.spec.ts'];
 
 export default defineConfig({
   test: {

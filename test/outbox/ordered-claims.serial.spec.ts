@@ -2,7 +2,8 @@
  * Per-key ordering at the query level (ADR 0007), on real PostgreSQL: the claim takes only a key's
  * head and defers the rest; a failing or dead head holds back only its key; the xmin gate keeps a
  * row whose earlier neighbour may still commit; a deferral never proceeds while the earlier row is
- * being marked; waking, the liveness sweep, parking, skip and requeue.
+ * being marked; waking, the liveness sweep, parking, skip and requeue. Serial project: claims are
+ * gated on the cluster-wide snapshot xmin, so a transaction open in another test file would delay them.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
