@@ -12,6 +12,7 @@ import { claimOutboxBatch, scheduleRetry } from '../../src/adapters/postgres/out
 import { silentLogger } from '../../src/logger.js';
 import { runOutboxCommand } from '../../src/outbox/outbox-admin.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
+import { waitFor } from '../support/wait.js';
 import { seedOrdered } from './support/ordered-fixtures.js';
 
 const run = promisify(execFile);
@@ -44,15 +45,28 @@ async function command(args: string[], options: Record<string, string | boolean>
   return { code, output };
 }
 
+/**
+ * Claims until something comes back: an ordered row is claimable only once no transaction older than
+ * its own is open anywhere on the server (ADR 0007's xmin gate), and other test files run in parallel.
+ */
+const claimSome = (owner: string) =>
+  waitFor(
+    async () => {
+      const { rows } = await claimOutboxBatch(database.db, {
+        limit: 10,
+        lockSeconds: 30,
+        owner,
+        sinks: ['kafka'],
+      });
+      return rows.length > 0 ? rows : undefined;
+    },
+    { what: 'a claim' },
+  );
+
 /** Key `k` with `rows` ordered rows whose head is dead. Returns the head's id. */
 async function parkKey(rows: number): Promise<number> {
   await seedOrdered(database.db, { sink: 'kafka', destination: 'orders', keys: ['k'], perKey: rows });
-  const { rows: claimed } = await claimOutboxBatch(database.db, {
-    limit: 10,
-    lockSeconds: 30,
-    owner: 'test',
-    sinks: ['kafka'],
-  });
+  const claimed = await claimSome('test');
   const head = claimed[0]!;
   await scheduleRetry(
     database.db,
@@ -92,12 +106,7 @@ describe('herald outbox', () => {
     });
     expect((await command(['parked'])).output).toBe('no parked keys\n');
     // the next row of k is the head now, and due
-    const { rows } = await claimOutboxBatch(database.db, {
-      limit: 10,
-      lockSeconds: 30,
-      owner: 't',
-      sinks: ['kafka'],
-    });
+    const rows = await claimSome('t');
     expect(rows.map((r) => JSON.parse(r.payloadText).seq)).toEqual([1]);
 
     // a row that is not dead is never skipped or re-queued
@@ -109,12 +118,7 @@ describe('herald outbox', () => {
     const head = await parkKey(2);
     expect(await command(['requeue', String(head)])).toEqual({ code: 0, output: `re-queued ${head}\n` });
     expect(await rowState(head)).toMatchObject({ status: 'pending', attempts: 0 });
-    const { rows } = await claimOutboxBatch(database.db, {
-      limit: 10,
-      lockSeconds: 30,
-      owner: 't',
-      sinks: ['kafka'],
-    });
+    const rows = await claimSome('t');
     expect(rows.map((r) => r.id)).toEqual([head]);
   });
 
