@@ -127,10 +127,19 @@ export function claimsPerSecond(transactions: readonly { at_ms: number; claims: 
   return (claims / (last.at_ms - first.at_ms)) * 1000;
 }
 
-/** Polls until `expected` outbox rows are sent (throws on dead rows or after `timeoutMs`). */
-export async function waitForSent(db: Database, expected: number, timeoutMs: number): Promise<void> {
+/**
+ * Polls until `expected` outbox rows are sent (throws on dead rows or after `timeoutMs`); runs
+ * `check` about once a second (it throws to abort the wait).
+ */
+export async function waitForSent(
+  db: Database,
+  expected: number,
+  timeoutMs: number,
+  check?: () => Promise<void>,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  for (let poll = 1; ; poll++) {
+    if (check && poll % 4 === 0) await check();
     const { rows } = await db.query<{ sent: number; dead: number; total: number }>(OUTBOX_PROGRESS);
     const progress = rows[0]!;
     if (progress.dead > 0) throw new Error(`${progress.dead} outbox rows are dead`);

@@ -117,7 +117,7 @@ export async function lineQueues(url: string, queueType: 'quorum' | 'classic') {
       if (busy.length > 0) {
         throw new Error(
           `${busy.map(([q, c]) => `${q} has ${c.consumers} consumer(s)`).join(', ')}: something else ` +
-            '(the serial e2e tests?) is using the LINE queues; run the benchmark when nothing consumes them',
+            '(the serial e2e tests?) is consuming the LINE queues; run the benchmark when nothing does',
         );
       }
     },
