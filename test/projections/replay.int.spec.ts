@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { campaignFromRow } from '../../src/adapters/postgres/campaign-queries.js';
 import { claimInbox } from '../../src/adapters/postgres/inbox-queries.js';
-import { claimOutbox, markSent, pruneSent } from '../../src/adapters/postgres/outbox-queries.js';
+import { claimOutboxForPublish, markSent, pruneSent } from '../../src/adapters/postgres/outbox-queries.js';
 import type { LineDispatchPayload } from '../../src/campaigns/campaign-aggregate.js';
 import { LINE_DELIVERY_CONSUMER, LineDeliveryWorker } from '../../src/campaigns/line-delivery-worker.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
@@ -34,7 +34,12 @@ async function dbNow(): Promise<string> {
 
 /** The relay's statements for every pending row (no broker needed to produce a sent receipt). */
 async function relayAll() {
-  const rows = await claimOutbox(t.db, { limit: 100, lockSeconds: 30, owner: 'test-relay', sinks: ['amqp'] });
+  const rows = await claimOutboxForPublish(t.db, {
+    limit: 100,
+    lockSeconds: 30,
+    owner: 'test-relay',
+    sinks: ['amqp'],
+  });
   await markSent(
     t.db,
     rows.map((r) => ({ id: r.id, attempts: r.attempts, brokerRef: null })),
@@ -86,7 +91,7 @@ describe('replay', () => {
       await worker.handle(
         {
           messageId: row!.messageId,
-          payload: row!.payload as LineDispatchPayload,
+          payload: JSON.parse(row!.payloadText) as LineDispatchPayload,
           headers: row!.headers,
           attempt: 1,
           queue: row!.destination,

@@ -8,7 +8,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { appendEvents } from '../../src/adapters/postgres/event-queries.js';
-import { claimOutbox, markSent, scheduleRetry } from '../../src/adapters/postgres/outbox-queries.js';
+import {
+  claimOutboxForPublish,
+  markSent,
+  scheduleRetry,
+} from '../../src/adapters/postgres/outbox-queries.js';
 import { campaignAggregate } from '../../src/campaigns/campaign-aggregate.js';
 import { DELIVERY_STREAM_TYPE } from '../../src/campaigns/line-delivery-worker.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
@@ -111,7 +115,7 @@ export async function runDispatchLoad(db: Database, options: LoadOptions): Promi
   const relay = async () => {
     let round = 0;
     while (relaying) {
-      const rows = await claimOutbox(db, {
+      const rows = await claimOutboxForPublish(db, {
         limit: 20,
         lockSeconds: 30,
         owner: 'load-relay',

@@ -18,27 +18,9 @@ export const INSERT_OUTBOX = `
                        $7::jsonb[], $8::jsonb[], $9::smallint[], $10::boolean[])
   returning id, message_id`;
 
-export const CLAIM_OUTBOX = `
-  with claimable as (
-    select id from outbox
-     where status = 'pending' and next_attempt_at <= now() and sink = any($4::text[])
-     order by priority, next_attempt_at, id
-     limit $1
-     for update skip locked
-  )
-  update outbox o
-     set attempts = o.attempts + 1,
-         locked_until = now() + make_interval(secs => $2),
-         next_attempt_at = now() + make_interval(secs => $2),
-         locked_by = $3
-    from claimable
-   where o.id = claimable.id
-  returning o.id, o.message_id, o.event_position, o.sink, o.destination, o.routing_key, o.partition_key,
-            o.headers, o.payload, o.priority, o.attempts, o.created_at, o.recovery_count`;
-
 /**
- * The relay's claim: the same lease and order as CLAIM_OUTBOX, returning only what publishing needs
- * and the payload as its JSON text, so the body is serialized once (by PostgreSQL) instead of parsed
+ * The relay's claim (CTE + FOR UPDATE SKIP LOCKED + lease, in (priority, next_attempt_at, id) order),
+ * returning only what publishing needs and the payload as its JSON text, so the body is serialized once (by PostgreSQL) instead of parsed
  * into objects and stringified again for every message.
  *
  * Ordered rows (ADR 0007) are claimed only as the head of their key: no earlier (tx, id) row of the
@@ -218,22 +200,6 @@ export interface NewOutboxMessage {
   ordered?: boolean;
 }
 
-export interface ClaimedOutboxRow {
-  id: number;
-  messageId: string;
-  eventPosition: number;
-  sink: Sink;
-  destination: string;
-  routingKey: string | null;
-  partitionKey: string | null;
-  headers: Record<string, string | number | boolean>;
-  payload: unknown;
-  priority: number;
-  attempts: number;
-  createdAt: Date;
-  recoveryCount: number;
-}
-
 export async function insertOutbox(sql: SqlClient, messages: readonly NewOutboxMessage[]): Promise<void> {
   if (messages.length === 0) return;
   await sql.query(INSERT_OUTBOX, [
@@ -248,51 +214,6 @@ export async function insertOutbox(sql: SqlClient, messages: readonly NewOutboxM
     messages.map((m) => m.priority ?? 3),
     messages.map((m) => m.ordered ?? false),
   ]);
-}
-
-interface ClaimedRow {
-  id: number;
-  message_id: string;
-  event_position: number;
-  sink: Sink;
-  destination: string;
-  routing_key: string | null;
-  partition_key: string | null;
-  headers: Record<string, string | number | boolean>;
-  payload: unknown;
-  priority: number;
-  attempts: number;
-  created_at: Date;
-  recovery_count: number;
-}
-
-export async function claimOutbox(
-  sql: SqlClient,
-  params: { limit: number; lockSeconds: number; owner: string; sinks: readonly Sink[] },
-): Promise<ClaimedOutboxRow[]> {
-  const { rows } = await sql.query<ClaimedRow>(CLAIM_OUTBOX, [
-    params.limit,
-    params.lockSeconds,
-    params.owner,
-    params.sinks,
-  ]);
-  return rows
-    .map((row) => ({
-      id: row.id,
-      messageId: row.message_id,
-      eventPosition: row.event_position,
-      sink: row.sink,
-      destination: row.destination,
-      routingKey: row.routing_key,
-      partitionKey: row.partition_key,
-      headers: row.headers,
-      payload: row.payload,
-      priority: row.priority,
-      attempts: row.attempts,
-      createdAt: row.created_at,
-      recoveryCount: row.recovery_count,
-    }))
-    .sort((a, b) => a.priority - b.priority || a.id - b.id);
 }
 
 /** A claimed row as the relay publishes it: the payload stays JSON text. */
