@@ -115,16 +115,24 @@ export async function claimTransactions(db: Database): Promise<ClaimTransaction[
 }
 
 /**
- * Claims per second from the claim transactions' timestamps: the claims of every transaction but the
- * last, over the time from the first transaction to the last (like (n − 1) / (t_last − t_first) for
- * single events: the last transaction's own duration is not in the span, so its claims are not counted).
+ * Claims per second from the claim transactions' timestamps (their now(), i.e. when each began), per
+ * scanner and summed: a scanner's transactions run one after another, so the claims of all but its last
+ * transaction were made between its first transaction's start and its last one's (like (n − 1) /
+ * (t_last − t_first) for single events). Scanners run side by side, so one span over all of them would
+ * count both scanners' last transactions as done. A scanner with a single transaction adds nothing
+ * (give each scanner several batches' worth); NaN when none ran two.
  */
-export function claimsPerSecond(transactions: readonly { at_ms: number; claims: number }[]): number {
-  if (transactions.length < 2) return Number.NaN;
-  const first = transactions[0]!;
-  const last = transactions[transactions.length - 1]!;
-  const claims = transactions.slice(0, -1).reduce((sum, t) => sum + t.claims, 0);
-  return (claims / (last.at_ms - first.at_ms)) * 1000;
+export function claimsPerSecond(transactions: readonly ClaimTransaction[]): number {
+  const byPod = new Map<string, ClaimTransaction[]>();
+  for (const t of transactions) byPod.set(t.pod, [...(byPod.get(t.pod) ?? []), t]);
+  let perSecond = Number.NaN;
+  for (const own of byPod.values()) {
+    if (own.length < 2) continue;
+    const claims = own.slice(0, -1).reduce((sum, t) => sum + t.claims, 0);
+    const rate = (claims / (own[own.length - 1]!.at_ms - own[0]!.at_ms)) * 1000;
+    perSecond = Number.isNaN(perSecond) ? rate : perSecond + rate;
+  }
+  return perSecond;
 }
 
 /**
