@@ -107,12 +107,13 @@ kafka_start() {
   lib=$(kafka_lib)
   kafka_write_conf
   if [[ ! -f $KAFKA_DATA/meta.properties ]]; then
-    # 16 random bytes, base64url without padding: the format of org.apache.kafka.common.Uuid.
+    # 16 random bytes, base64url without padding: the format of org.apache.kafka.common.Uuid. Passed
+    # as `--cluster-id=…`: an id may start with '-', which the argument parser would take for an option.
     cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
     log "formatting KRaft storage (cluster id $cluster_id)"
     if ! java -cp "$lib/*" -Dlog4j.configuration="file:$REPO_ROOT/scripts/kafka/log4j.properties" \
       -Dkafka.logs.dir="$KAFKA_LOG_DIR" kafka.tools.StorageTool format \
-      -t "$cluster_id" -c "$KAFKA_DIR/server.properties" --ignore-formatted \
+      --cluster-id="$cluster_id" -c "$KAFKA_DIR/server.properties" --ignore-formatted \
       </dev/null >"$KAFKA_DIR/format.log" 2>&1; then
       tail_log "$KAFKA_DIR/format.log"
       die "kafka storage format failed"
