@@ -46,6 +46,13 @@ import {
   type ConsumerStats,
   type Handler,
 } from './consume.js';
+import {
+  countOutcome,
+  type DeliveryOutcome,
+  decodePayload,
+  describeError,
+  isDiscard,
+} from './delivery-policy.js';
 
 export interface KafkaConsumeDeps {
   db: Database;
@@ -305,7 +312,7 @@ class TopicWorker<T> implements Consumer {
 
     let payload: T;
     try {
-      payload = this.decode(delivery.body);
+      payload = decodePayload(delivery.body, this.options.parse);
     } catch (error) {
       log.warn({ err: error, preview: delivery.body.subarray(0, 200).toString('utf8') }, 'poison message');
       await this.reject(delivery, messageId, attempt, error, control, log);
@@ -323,7 +330,7 @@ class TopicWorker<T> implements Consumer {
       ...(aggregateId ? { aggregateId } : {}),
     };
     const key = { consumer: this.options.consumer, messageId };
-    let outcome: 'processed' | 'discarded' | 'duplicate';
+    let outcome: DeliveryOutcome;
     let reason: string | undefined;
     try {
       outcome = await this.deps.db.transaction(
@@ -345,31 +352,7 @@ class TopicWorker<T> implements Consumer {
       else await this.retryOrDeadLetter(delivery, messageId, attempt, error, control, log);
       return;
     }
-    if (outcome === 'duplicate') {
-      this.counters.duplicates++;
-      log.info('duplicate message; already handled');
-    } else if (outcome === 'discarded') {
-      this.counters.discarded++;
-      log.info({ reason }, 'message discarded');
-    } else {
-      this.counters.processed++;
-      log.debug('message processed');
-    }
-  }
-
-  private decode(body: Buffer): T {
-    let json: unknown;
-    try {
-      json = JSON.parse(body.toString('utf8'));
-    } catch (error) {
-      throw new PermanentError(`payload is not valid JSON: ${describe(error)}`);
-    }
-    if (!this.options.parse) return json as T;
-    try {
-      return this.options.parse(json);
-    } catch (error) {
-      throw new PermanentError(`payload rejected by parse: ${describe(error)}`);
-    }
+    countOutcome(this.counters, outcome, reason, log);
   }
 
   /** Permanent failure: record `rejected`. If the record cannot be written, retry the message instead. */
@@ -387,11 +370,11 @@ class TopicWorker<T> implements Consumer {
         messageId,
         status: 'rejected',
         attempts: attempt,
-        error: describe(error),
+        error: describeError(error),
       });
     } catch (recordError) {
       log.warn(
-        { err: recordError, cause: describe(error) },
+        { err: recordError, cause: describeError(error) },
         'cannot record the rejection; retrying the message later',
       );
       await this.retryOrDeadLetter(delivery, messageId, attempt, recordError, control, log);
@@ -430,7 +413,7 @@ class TopicWorker<T> implements Consumer {
     control: KafkaDeliveryControl,
     log: Logger,
   ): Promise<void> {
-    const text = describe(error);
+    const text = describeError(error);
     const headers = {
       ...delivery.headers,
       [CONSUMER_HEADER.attempt]: String(attempt),
@@ -499,17 +482,4 @@ class TopicWorker<T> implements Consumer {
       }
     }
   }
-}
-
-function isDiscard(result: unknown): result is { discard: string } {
-  return (
-    typeof result === 'object' &&
-    result !== null &&
-    typeof (result as { discard?: unknown }).discard === 'string'
-  );
-}
-
-function describe(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return String(error);
 }

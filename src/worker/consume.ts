@@ -53,6 +53,13 @@ import { PermanentError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { HEADER } from '../outbox/outbox-writer.js';
 import type { Database, SqlClient } from '../ports/database.js';
+import {
+  countOutcome,
+  type DeliveryOutcome,
+  decodePayload,
+  describeError,
+  isDiscard,
+} from './delivery-policy.js';
 
 /** Headers the toolkit reads and writes on copies. */
 export const CONSUMER_HEADER = {
@@ -322,7 +329,7 @@ class QueueWorker<T> implements Consumer {
 
     let payload: T;
     try {
-      payload = this.decode(delivery.body);
+      payload = decodePayload(delivery.body, this.options.parse);
     } catch (error) {
       log.warn({ err: error, preview: delivery.body.subarray(0, 200).toString('utf8') }, 'poison message');
       await this.reject(delivery, messageId, attempt, error, log);
@@ -340,7 +347,7 @@ class QueueWorker<T> implements Consumer {
       ...(aggregateId ? { aggregateId } : {}),
     };
     const key = { consumer: this.options.consumer, messageId };
-    let outcome: 'processed' | 'discarded' | 'duplicate';
+    let outcome: DeliveryOutcome;
     let reason: string | undefined;
     try {
       outcome = await this.deps.db.transaction(
@@ -365,32 +372,8 @@ class QueueWorker<T> implements Consumer {
       return;
     }
 
-    if (outcome === 'duplicate') {
-      this.counters.duplicates++;
-      log.info('duplicate message; already handled');
-    } else if (outcome === 'discarded') {
-      this.counters.discarded++;
-      log.info({ reason }, 'message discarded');
-    } else {
-      this.counters.processed++;
-      log.debug('message processed');
-    }
+    countOutcome(this.counters, outcome, reason, log);
     this.ack(delivery, log);
-  }
-
-  private decode(body: Buffer): T {
-    let json: unknown;
-    try {
-      json = JSON.parse(body.toString('utf8'));
-    } catch (error) {
-      throw new PermanentError(`payload is not valid JSON: ${describe(error)}`);
-    }
-    if (!this.options.parse) return json as T;
-    try {
-      return this.options.parse(json);
-    } catch (error) {
-      throw new PermanentError(`payload rejected by parse: ${describe(error)}`);
-    }
   }
 
   /** Permanent failure: record `rejected`, ack. If the record cannot be written, retry later instead. */
@@ -407,11 +390,11 @@ class QueueWorker<T> implements Consumer {
         messageId,
         status: 'rejected',
         attempts: attempt,
-        error: describe(error),
+        error: describeError(error),
       });
     } catch (recordError) {
       log.warn(
-        { err: recordError, cause: describe(error) },
+        { err: recordError, cause: describeError(error) },
         'cannot record the rejection; retrying the message later',
       );
       await this.retryOrDeadLetter(delivery, messageId, attempt, recordError, log);
@@ -458,7 +441,7 @@ class QueueWorker<T> implements Consumer {
     error: unknown,
     log: Logger,
   ): Promise<void> {
-    const text = describe(error);
+    const text = describeError(error);
     const headers = {
       ...copyHeaders(delivery.headers),
       [CONSUMER_HEADER.attempt]: attempt,
@@ -512,14 +495,6 @@ class QueueWorker<T> implements Consumer {
   }
 }
 
-function isDiscard(result: unknown): result is { discard: string } {
-  return (
-    typeof result === 'object' &&
-    result !== null &&
-    typeof (result as { discard?: unknown }).discard === 'string'
-  );
-}
-
 /** `x-herald-attempt` as a positive integer; anything else counts as the first attempt. */
 export function attemptOf(headers: Record<string, unknown>): number {
   const raw = headers[CONSUMER_HEADER.attempt];
@@ -535,9 +510,4 @@ function stringHeader(value: unknown): string | undefined {
   if (typeof value === 'string' && value !== '') return value;
   if (Buffer.isBuffer(value) && value.length > 0) return value.toString('utf8');
   return undefined;
-}
-
-function describe(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return String(error);
 }
