@@ -17,6 +17,7 @@ import {
   type ExistingCampaign,
 } from '../domain/campaign.js';
 import type { Aggregate, StateStore } from '../eventstore/command-handler.js';
+import { HEADER } from '../messaging/headers.js';
 import type { OutboxMessageSpec } from '../outbox/outbox-writer.js';
 
 /** The payload seed 000's LINE delivery workers consume, plus the fencing epoch. */
@@ -68,7 +69,7 @@ export function dispatchMessagesFor(event: CampaignEvent, state: CampaignState):
       destination: campaignDestination(state),
       payload,
       priority: DISPATCH_PRIORITY,
-      headers: { 'x-herald-epoch': state.claimEpoch, 'x-herald-organization-id': state.organizationId },
+      headers: { [HEADER.epoch]: state.claimEpoch, [HEADER.organizationId]: state.organizationId },
     },
   ];
 }

@@ -6,8 +6,7 @@
  * that wrote outbox rows, the relay is.
  */
 import { randomUUID } from 'node:crypto';
-import type { EventMeta } from '../adapters/postgres/event-queries.js';
-import { readStream, type StoredEvent } from '../adapters/postgres/event-queries.js';
+import { readStream } from '../adapters/postgres/event-queries.js';
 import {
   CAMPAIGN_STREAM_TYPE,
   type CampaignCommand,
@@ -18,6 +17,7 @@ import {
 } from '../domain/campaign.js';
 import { NotFoundError } from '../errors.js';
 import type { AggregateCommands, CommandHandler, CommandResult } from '../eventstore/command-handler.js';
+import type { EventMeta, StoredEvent } from '../eventstore/types.js';
 import type { Database } from '../ports/database.js';
 import { channels, type WakeupSignal } from '../ports/wakeups.js';
 import { campaignAggregate } from './campaign-aggregate.js';

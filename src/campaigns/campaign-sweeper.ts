@@ -15,6 +15,7 @@ import {
 import type { CampaignCommand, CampaignEvent, CampaignState } from '../domain/campaign.js';
 import type { AggregateCommands, CommandHandler, LoadedStream } from '../eventstore/command-handler.js';
 import type { Logger } from '../logger.js';
+import { HEADER } from '../messaging/headers.js';
 import type { Database } from '../ports/database.js';
 import { channels, type WakeupSignal } from '../ports/wakeups.js';
 import type { Sweeper, SweepResult } from '../scanner/scanner.js';
@@ -119,7 +120,7 @@ export class CampaignSweeper implements Sweeper {
             aggregateId: result.streamId,
             epoch: epochOf(result.state),
             messageId: result.outbox[0]?.messageId,
-            correlationId: result.outbox[0]?.headers?.['x-correlation-id'],
+            correlationId: result.outbox[0]?.headers?.[HEADER.correlationId],
           },
           'campaign claimed',
         );

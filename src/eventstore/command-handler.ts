@@ -6,13 +6,14 @@
  * cause. Any throw rolls all three back. After commit it signals the relay (coalesced NOTIFY).
  */
 import { randomUUID } from 'node:crypto';
-import { type AppendedEvent, appendEvents, type EventMeta } from '../adapters/postgres/event-queries.js';
-import type { NewOutboxMessage } from '../adapters/postgres/outbox-queries.js';
+import { appendEvents } from '../adapters/postgres/event-queries.js';
 import type { Decider, DomainEvent } from '../domain/decider.js';
 import { ConcurrencyError } from '../errors.js';
 import { type OutboxMessageSpec, toOutboxRows, writeOutbox } from '../outbox/outbox-writer.js';
+import type { NewOutboxMessage } from '../outbox/types.js';
 import type { Database, SqlClient } from '../ports/database.js';
 import { channels, type WakeupSignal } from '../ports/wakeups.js';
+import type { AppendedEvent, EventMeta } from './types.js';
 
 /** The inline projection of one aggregate type: its state table. */
 export interface StateStore<State> {

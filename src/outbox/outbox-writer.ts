@@ -5,9 +5,11 @@
  * line needs: message id, event type, stream, correlation id.
  */
 import { randomUUID } from 'node:crypto';
-import type { EventMeta } from '../adapters/postgres/event-queries.js';
-import { insertOutbox, type NewOutboxMessage, type Sink } from '../adapters/postgres/outbox-queries.js';
+import { insertOutbox } from '../adapters/postgres/outbox-queries.js';
+import type { EventMeta } from '../eventstore/types.js';
+import { HEADER, type Headers } from '../messaging/headers.js';
 import type { SqlClient } from '../ports/database.js';
+import type { NewOutboxMessage, Sink } from './types.js';
 
 export interface OutboxMessageSpec {
   /** Defaults to 'amqp'. */
@@ -17,7 +19,7 @@ export interface OutboxMessageSpec {
   routingKey?: string;
   /** Kafka message key / per-key ordering; defaults to the stream id. */
   partitionKey?: string;
-  headers?: Record<string, string | number | boolean>;
+  headers?: Headers;
   payload: unknown;
   /** 0 (first) … 9; default 3. Reporting-style traffic uses 5 so it never blocks dispatch. */
   priority?: number;
@@ -35,14 +37,6 @@ export interface MessageOrigin {
   streamId: string;
   meta: EventMeta;
 }
-
-export const HEADER = {
-  eventType: 'x-herald-event-type',
-  streamType: 'x-herald-stream-type',
-  streamId: 'x-herald-stream-id',
-  correlationId: 'x-correlation-id',
-  causationId: 'x-causation-id',
-} as const;
 
 export function toOutboxRows(origin: MessageOrigin, specs: readonly OutboxMessageSpec[]): NewOutboxMessage[] {
   return specs.map((spec) => ({

@@ -28,24 +28,23 @@
  */
 import { wakeKeyHeads, wakeWaitingHeads } from '../adapters/postgres/outbox-order-queries.js';
 import {
-  type ClaimedForPublish,
   claimOutboxBatch,
   markSent,
   nextDueInMs,
   pruneSent,
   recoverDead,
   releaseClaims,
-  type Sink,
   scheduleRetry,
 } from '../adapters/postgres/outbox-queries.js';
 import type { RelaySettings } from '../config.js';
 import { errorMessage, IllegalStateError } from '../errors.js';
 import { type Logger, silentLogger } from '../logger.js';
+import { HEADER } from '../messaging/headers.js';
 import type { Database } from '../ports/database.js';
 import type { MessageSink, OutboundMessage, PublishOutcome } from '../ports/message-sink.js';
 import { channels, type WakeupListener } from '../ports/wakeups.js';
-import { HEADER } from './outbox-writer.js';
 import { type BackoffSettings, type JitterMode, type RandomSource, retryDelayMs } from './retry-policy.js';
+import type { ClaimedForPublish, Sink } from './types.js';
 
 /** The sinks this relay owns, by kind; it claims only rows for these. */
 export interface RelaySinks {

@@ -18,10 +18,10 @@ import {
   type DispatchStatsRow,
   type DispatchStatsTable,
 } from '../adapters/postgres/dispatch-stats-queries.js';
-import type { StoredEvent } from '../adapters/postgres/event-queries.js';
 import type { PublishReceipt } from '../adapters/postgres/receipt-queries.js';
 import { DELIVERY_STREAM_TYPE } from '../campaigns/line-delivery-worker.js';
 import { CAMPAIGN_STREAM_TYPE, campaignDestination } from '../domain/campaign.js';
+import type { StoredEvent } from '../eventstore/types.js';
 import type { SqlClient } from '../ports/database.js';
 import type { Projection, ProjectionTarget } from './projection.js';
 

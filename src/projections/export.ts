@@ -5,8 +5,9 @@
  * Events are ordered by (recorded_at, position), receipts by (recorded_at, id); events come first.
  */
 import { SNAPSHOT_READ_ONLY } from '../adapters/postgres/cursor-queries.js';
-import { exportEvents, type StoredEvent } from '../adapters/postgres/event-queries.js';
+import { exportEvents } from '../adapters/postgres/event-queries.js';
 import { exportReceipts, type PublishReceipt } from '../adapters/postgres/receipt-queries.js';
+import type { StoredEvent } from '../eventstore/types.js';
 import type { Database } from '../ports/database.js';
 
 export interface ExportOptions {

@@ -6,8 +6,9 @@
  * Projections write only their own tables, and write them through `target`, so a rebuild can fill
  * shadow tables beside the live ones and swap them in.
  */
-import type { StoredEvent } from '../adapters/postgres/event-queries.js';
+
 import type { PublishReceipt } from '../adapters/postgres/receipt-queries.js';
+import type { StoredEvent } from '../eventstore/types.js';
 import type { SqlClient } from '../ports/database.js';
 
 export type ProjectionSource = 'events' | 'receipts';

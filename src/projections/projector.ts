@@ -14,7 +14,7 @@
  *   checkpoints, then swaps them in while holding the live checkpoints' locks.
  */
 import { randomUUID } from 'node:crypto';
-import { type LogCursor, readLogAfter } from '../adapters/postgres/event-queries.js';
+import { readLogAfter } from '../adapters/postgres/event-queries.js';
 import {
   acquireLease,
   holdsLease,
@@ -33,6 +33,7 @@ import {
 } from '../adapters/postgres/projection-queries.js';
 import { readReceiptsAfter } from '../adapters/postgres/receipt-queries.js';
 import { ConcurrencyError, errorMessage, IllegalStateError } from '../errors.js';
+import type { LogCursor } from '../eventstore/types.js';
 import { type Logger, silentLogger } from '../logger.js';
 import type { Database, SqlClient } from '../ports/database.js';
 import {

@@ -12,7 +12,7 @@
  */
 
 import { SNAPSHOT_READ_ONLY } from '../adapters/postgres/cursor-queries.js';
-import { readStream, readStreams, type StoredEvent } from '../adapters/postgres/event-queries.js';
+import { readStream, readStreams } from '../adapters/postgres/event-queries.js';
 import { type PublishReceipt, receiptsForEvents } from '../adapters/postgres/receipt-queries.js';
 import {
   type InboxTrace,
@@ -21,6 +21,7 @@ import {
   outboxForEvents,
 } from '../adapters/postgres/replay-queries.js';
 import { NotFoundError, ValidationError } from '../errors.js';
+import type { StoredEvent } from '../eventstore/types.js';
 import type { Database } from '../ports/database.js';
 import { STATE_MODELS, type StateModel, stateModelFor } from './state-models.js';
 

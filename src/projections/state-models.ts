@@ -11,7 +11,6 @@ import {
   loadCampaigns,
   saveCampaigns,
 } from '../adapters/postgres/campaign-queries.js';
-import type { StoredEvent } from '../adapters/postgres/event-queries.js';
 import {
   CAMPAIGN_STREAM_TYPE,
   type CampaignEvent,
@@ -22,6 +21,7 @@ import {
 } from '../domain/campaign.js';
 import type { Decider, DomainEvent } from '../domain/decider.js';
 import { ValidationError } from '../errors.js';
+import type { StoredEvent } from '../eventstore/types.js';
 import type { SqlClient } from '../ports/database.js';
 
 /** A state row (or folded state) as plain fields, for field-by-field comparison and printing. */

@@ -13,8 +13,9 @@
  * that one stream; a green run never does.
  */
 import { SNAPSHOT_READ_ONLY } from '../adapters/postgres/cursor-queries.js';
-import { readStream, type StoredEvent, scanStreams } from '../adapters/postgres/event-queries.js';
+import { readStream, scanStreams } from '../adapters/postgres/event-queries.js';
 import { errorMessage } from '../errors.js';
+import type { StoredEvent } from '../eventstore/types.js';
 import type { Database, SqlClient } from '../ports/database.js';
 import { STATE_MODELS, type StateFields, type StateModel, stateModelFor } from './state-models.js';
 

@@ -24,7 +24,7 @@
  * for progress: a retried message is handled after later messages of its key (as in RabbitMQ).
  */
 import { createHash } from 'node:crypto';
-import { createKafka, KAFKA_HEADER } from '../adapters/kafka/kafka-client.js';
+import { createKafka } from '../adapters/kafka/kafka-client.js';
 import {
   type KafkaDelivery,
   type KafkaDeliveryControl,
@@ -35,12 +35,11 @@ import { KafkaTopicAdmin } from '../adapters/kafka/kafka-topics.js';
 import { claimInbox, markDiscarded, recordInboxFailure } from '../adapters/postgres/inbox-queries.js';
 import { BrokerUnavailableError, PermanentError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { HEADER } from '../outbox/outbox-writer.js';
+import { HEADER } from '../messaging/headers.js';
 import type { Database } from '../ports/database.js';
 import type { OutboundMessage } from '../ports/message-sink.js';
 import {
   attemptOf,
-  CONSUMER_HEADER,
   type ConsumedMessage,
   type Consumer,
   type ConsumerStats,
@@ -396,7 +395,7 @@ class TopicWorker<T> implements Consumer {
       await this.deadLetter(delivery, messageId, attempt, error, control, log);
       return;
     }
-    const headers = { ...delivery.headers, [CONSUMER_HEADER.attempt]: String(attempt + 1) };
+    const headers = { ...delivery.headers, [HEADER.attempt]: String(attempt + 1) };
     await this.publishCopy(delivery, retryTopicName(this.queue), headers, control, log);
     this.counters.retried++;
     log.warn(
@@ -416,11 +415,11 @@ class TopicWorker<T> implements Consumer {
     const text = describeError(error);
     const headers = {
       ...delivery.headers,
-      [CONSUMER_HEADER.attempt]: String(attempt),
-      [CONSUMER_HEADER.error]: text.slice(0, MAX_ERROR_HEADER_CHARS),
-      [CONSUMER_HEADER.failedAt]: new Date(this.now()).toISOString(),
-      [CONSUMER_HEADER.consumer]: this.options.consumer,
-      [CONSUMER_HEADER.queue]: this.queue,
+      [HEADER.attempt]: String(attempt),
+      [HEADER.error]: text.slice(0, MAX_ERROR_HEADER_CHARS),
+      [HEADER.failedAt]: new Date(this.now()).toISOString(),
+      [HEADER.consumer]: this.options.consumer,
+      [HEADER.queue]: this.queue,
     };
     await this.publishCopy(delivery, deadTopicName(this.queue), headers, control, log);
     try {
@@ -451,7 +450,7 @@ class TopicWorker<T> implements Consumer {
     control: KafkaDeliveryControl,
     log: Logger,
   ): Promise<void> {
-    const { [KAFKA_HEADER.messageId]: _id, ...copied } = headers;
+    const { [HEADER.messageId]: _id, ...copied } = headers;
     const copy: OutboundMessage = {
       id: ++this.copySeq,
       messageId: delivery.messageId ?? '',

@@ -51,7 +51,7 @@ import {
 import { claimInbox, markDiscarded, recordInboxFailure } from '../adapters/postgres/inbox-queries.js';
 import { PermanentError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { HEADER } from '../outbox/outbox-writer.js';
+import { HEADER } from '../messaging/headers.js';
 import type { Database, SqlClient } from '../ports/database.js';
 import {
   countOutcome,
@@ -60,19 +60,6 @@ import {
   describeError,
   isDiscard,
 } from './delivery-policy.js';
-
-/** Headers the toolkit reads and writes on copies. */
-export const CONSUMER_HEADER = {
-  /** 1-based attempt number of this delivery. */
-  attempt: 'x-herald-attempt',
-  /** On dead-letter copies: why the last attempt failed. */
-  error: 'x-herald-error',
-  /** On dead-letter copies: ISO time of the last failure (informational; decisions use the database clock). */
-  failedAt: 'x-herald-failed-at',
-  /** On dead-letter copies: the consumer name and the queue the message was consumed from. */
-  consumer: 'x-herald-consumer',
-  queue: 'x-herald-queue',
-} as const;
 
 /** Broker-added headers not carried over to copies (a copy is a new message, not a dead-lettering). */
 const BROKER_DEATH_HEADER = /^x-(death|first-death-|last-death-)/;
@@ -416,7 +403,7 @@ class QueueWorker<T> implements Consumer {
       await this.deadLetter(delivery, messageId, attempt, error, log);
       return;
     }
-    const headers = { ...copyHeaders(delivery.headers), [CONSUMER_HEADER.attempt]: attempt + 1 };
+    const headers = { ...copyHeaders(delivery.headers), [HEADER.attempt]: attempt + 1 };
     if (
       !(await this.publishCopy(
         delivery,
@@ -444,11 +431,11 @@ class QueueWorker<T> implements Consumer {
     const text = describeError(error);
     const headers = {
       ...copyHeaders(delivery.headers),
-      [CONSUMER_HEADER.attempt]: attempt,
-      [CONSUMER_HEADER.error]: text.slice(0, MAX_ERROR_HEADER_CHARS),
-      [CONSUMER_HEADER.failedAt]: new Date().toISOString(),
-      [CONSUMER_HEADER.consumer]: this.options.consumer,
-      [CONSUMER_HEADER.queue]: this.queue,
+      [HEADER.attempt]: attempt,
+      [HEADER.error]: text.slice(0, MAX_ERROR_HEADER_CHARS),
+      [HEADER.failedAt]: new Date().toISOString(),
+      [HEADER.consumer]: this.options.consumer,
+      [HEADER.queue]: this.queue,
     };
     if (!(await this.publishCopy(delivery, deadQueueName(this.queue), headers, log))) return;
     try {
@@ -497,7 +484,7 @@ class QueueWorker<T> implements Consumer {
 
 /** `x-herald-attempt` as a positive integer; anything else counts as the first attempt. */
 export function attemptOf(headers: Record<string, unknown>): number {
-  const raw = headers[CONSUMER_HEADER.attempt];
+  const raw = headers[HEADER.attempt];
   const value = typeof raw === 'number' ? raw : typeof raw === 'string' ? Number(raw) : Number.NaN;
   return Number.isInteger(value) && value >= 1 ? value : 1;
 }

@@ -1,11 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  appendEvents,
-  LOG_START,
-  type LogCursor,
-  readLogAfter,
-  type StoredEvent,
-} from '../../src/adapters/postgres/event-queries.js';
+import { appendEvents, readLogAfter } from '../../src/adapters/postgres/event-queries.js';
+import { LOG_START, type LogCursor, type StoredEvent } from '../../src/eventstore/types.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { waitFor } from '../support/wait.js';
 

@@ -13,12 +13,12 @@ import {
   wakeWaitingHeads,
 } from '../../src/adapters/postgres/outbox-order-queries.js';
 import {
-  type ClaimedForPublish,
   claimOutboxBatch,
   markSent,
   requeueDead,
   scheduleRetry,
 } from '../../src/adapters/postgres/outbox-queries.js';
+import type { ClaimedForPublish } from '../../src/outbox/types.js';
 import type { SqlClient } from '../../src/ports/database.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { waitFor } from '../support/wait.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { StoredEvent } from '../../src/adapters/postgres/event-queries.js';
 import type { PublishReceipt } from '../../src/adapters/postgres/receipt-queries.js';
+import type { StoredEvent } from '../../src/eventstore/types.js';
 import { factFromEvent, factFromReceipt, tallyDispatchFacts } from '../../src/projections/dispatch-stats.js';
 import { parseInstant, parseStreamRef } from '../../src/projections/replay.js';
 

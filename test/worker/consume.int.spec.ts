@@ -13,14 +13,9 @@ import { retryQueueName } from '../../src/adapters/amqp/amqp-consumer.js';
 import { findInboxEntry } from '../../src/adapters/postgres/inbox-queries.js';
 import { ConfigError, PermanentError, TransientError } from '../../src/errors.js';
 import { silentLogger } from '../../src/logger.js';
+import { HEADER as CONSUMER_HEADER } from '../../src/messaging/headers.js';
 import type { SqlClient } from '../../src/ports/database.js';
-import {
-  CONSUMER_HEADER,
-  type ConsumeOptions,
-  type Consumer,
-  consume,
-  type Handler,
-} from '../../src/worker/consume.js';
+import { type ConsumeOptions, type Consumer, consume, type Handler } from '../../src/worker/consume.js';
 import { createTestDatabase, requireEnv, type TestDatabase, uniqueName } from '../support/services.js';
 import { waitFor } from '../support/wait.js';
 

@@ -32,6 +32,7 @@
 import type { Channel, ConfirmChannel, Options } from 'amqplib';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { HEADER } from '../../messaging/headers.js';
 import type {
   MessageSink,
   OutboundMessage,
@@ -57,7 +58,6 @@ export interface AmqpSinkOptions {
 
 /** AMQP reply codes that close only the channel and blame what was sent on it (404 is pre-checked). */
 const SOFT_ERROR_CODES = new Set([403, 404, 405, 406]);
-const HEADER_CORRELATION_ID = 'x-correlation-id';
 
 type Failure = { error: string; failure: PublishFailure };
 
@@ -423,7 +423,7 @@ export class AmqpSink implements MessageSink {
 }
 
 function properties(message: OutboundMessage): Options.Publish {
-  const correlationId = message.headers[HEADER_CORRELATION_ID];
+  const correlationId = message.headers[HEADER.correlationId];
   return {
     persistent: true,
     mandatory: true,

@@ -19,13 +19,6 @@ import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { PublishFailure } from '../../ports/message-sink.js';
 
-/** Headers Herald puts on every Kafka message it publishes (besides the row's own headers). */
-export const KAFKA_HEADER = {
-  /** The outbox row's message_id: the consumer's inbox key (invariant 4). */
-  messageId: 'x-herald-message-id',
-  contentType: 'content-type',
-} as const;
-
 export interface KafkaClientOptions {
   brokers: readonly string[];
   clientId: string;

@@ -17,7 +17,8 @@
 import type { Consumer, IHeaders, KafkaMessage } from 'kafkajs';
 import { BrokerUnavailableError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { createKafka, KAFKA_HEADER } from './kafka-client.js';
+import { HEADER } from '../../messaging/headers.js';
+import { createKafka } from './kafka-client.js';
 
 export interface KafkaDelivery {
   readonly topic: string;
@@ -202,7 +203,7 @@ export class KafkaTopicConsumer {
 
 function toDelivery(topic: string, partition: number, message: KafkaMessage): KafkaDelivery {
   const headers = headerText(message.headers);
-  const messageId = headers[KAFKA_HEADER.messageId];
+  const messageId = headers[HEADER.messageId];
   return {
     topic,
     partition,

@@ -36,8 +36,9 @@ import {
   type TopicMessages,
 } from 'kafkajs';
 import type { Logger } from '../../logger.js';
+import { HEADER } from '../../messaging/headers.js';
 import type { MessageSink, OutboundMessage, PublishOutcome } from '../../ports/message-sink.js';
-import { classifyKafkaError, createKafka, KAFKA_HEADER, type KafkaFailure } from './kafka-client.js';
+import { classifyKafkaError, createKafka, type KafkaFailure } from './kafka-client.js';
 import { KafkaTopicAdmin, type TopicCreation } from './kafka-topics.js';
 
 export interface KafkaSinkOptions {
@@ -169,8 +170,8 @@ export class KafkaSink implements MessageSink {
         this.options.logger?.warn(
           {
             messageId: m.messageId,
-            correlationId: m.headers['x-correlation-id'],
-            aggregateId: m.headers['x-herald-stream-id'],
+            correlationId: m.headers[HEADER.correlationId],
+            aggregateId: m.headers[HEADER.streamId],
             destination: m.destination,
             bytes: m.body.length,
             err: failure.error,
@@ -230,8 +231,8 @@ function byTopic(messages: readonly OutboundMessage[]): TopicMessages[] {
 export function toKafkaMessage(m: OutboundMessage): Message {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(m.headers)) headers[name] = String(value);
-  if (m.messageId) headers[KAFKA_HEADER.messageId] = m.messageId;
-  headers[KAFKA_HEADER.contentType] ??= 'application/json';
+  if (m.messageId) headers[HEADER.messageId] = m.messageId;
+  headers[HEADER.contentType] ??= 'application/json';
   return {
     key: m.partitionKey,
     value: m.body,

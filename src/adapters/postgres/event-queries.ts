@@ -6,6 +6,7 @@
  * took its position early but commits late is never skipped by a follower.
  */
 import { ConcurrencyError } from '../../errors.js';
+import type { AppendedEvent, EventMeta, LogCursor, NewEvent, StoredEvent } from '../../eventstore/types.js';
 import type { SqlClient } from '../../ports/database.js';
 import { forEachBatch } from './cursor-queries.js';
 
@@ -60,43 +61,6 @@ export const EXPORT_EVENTS = `
      and ($2::timestamptz is null or recorded_at < $2)
      and ($3::text[] is null or stream_type = any($3))
    order by recorded_at, position`;
-
-export interface EventMeta {
-  correlationId?: string;
-  causationId?: string;
-  actor?: string;
-  pod?: string;
-  [key: string]: unknown;
-}
-
-export interface NewEvent {
-  streamType: string;
-  streamId: string;
-  version: number;
-  type: string;
-  data: unknown;
-  meta: EventMeta;
-}
-
-export interface AppendedEvent {
-  position: number;
-  streamType: string;
-  streamId: string;
-  version: number;
-  recordedAt: Date;
-}
-
-export interface StoredEvent {
-  position: number;
-  tx: string;
-  streamType: string;
-  streamId: string;
-  version: number;
-  type: string;
-  data: unknown;
-  meta: EventMeta;
-  recordedAt: Date;
-}
 
 interface EventRow {
   position: number;
@@ -189,13 +153,6 @@ export async function readStream(
   ]);
   return rows.map(toStoredEvent);
 }
-
-export interface LogCursor {
-  tx: string;
-  position: number;
-}
-
-export const LOG_START: LogCursor = { tx: '0', position: 0 };
 
 /** Reads the next committed events after `cursor` that no running transaction can still precede. */
 export async function readLogAfter(

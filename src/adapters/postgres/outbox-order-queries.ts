@@ -9,8 +9,9 @@
  * a waiting head due; it is always safe (the claim re-checks the head rule), so the statements here
  * may run late, twice, or concurrently. Every state change is guarded in its WHERE clause.
  */
+
+import type { Sink } from '../../outbox/types.js';
 import type { SqlClient } from '../../ports/database.js';
-import type { Sink } from './outbox-queries.js';
 
 /**
  * After heads were marked sent (or skipped): for each given key, its current head, if it is waiting,

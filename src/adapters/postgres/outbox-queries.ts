@@ -9,6 +9,8 @@
  * Each claim increments `attempts`, which doubles as the lease token: mark and retry statements
  * only touch rows still pending with the attempt number they claimed.
  */
+import type { Headers } from '../../messaging/headers.js';
+import type { ClaimedForPublish, NewOutboxMessage, Sink } from '../../outbox/types.js';
 import type { SqlClient } from '../../ports/database.js';
 
 export const INSERT_OUTBOX = `
@@ -184,22 +186,6 @@ export const REQUEUE_DEAD_BY_ID = `
    where id = any($1::bigint[]) and status = 'dead'
   returning id`;
 
-export type Sink = 'amqp' | 'kafka';
-
-export interface NewOutboxMessage {
-  messageId: string;
-  eventPosition: number;
-  sink: Sink;
-  destination: string;
-  routingKey?: string | null;
-  partitionKey?: string | null;
-  headers?: Record<string, string | number | boolean>;
-  payload: unknown;
-  priority?: number;
-  /** Published in (tx, id) order within its (sink, destination, partitionKey); needs a partition key. */
-  ordered?: boolean;
-}
-
 export async function insertOutbox(sql: SqlClient, messages: readonly NewOutboxMessage[]): Promise<void> {
   if (messages.length === 0) return;
   await sql.query(INSERT_OUTBOX, [
@@ -216,24 +202,6 @@ export async function insertOutbox(sql: SqlClient, messages: readonly NewOutboxM
   ]);
 }
 
-/** A claimed row as the relay publishes it: the payload stays JSON text. */
-export interface ClaimedForPublish {
-  id: number;
-  messageId: string;
-  sink: Sink;
-  destination: string;
-  routingKey: string | null;
-  partitionKey: string | null;
-  headers: Record<string, string | number | boolean>;
-  payloadText: string;
-  priority: number;
-  /** The claim's attempt number: the lease token markSent / scheduleRetry / releaseClaims check. */
-  attempts: number;
-  createdAt: Date;
-  /** Claimed as the head of its key: the next row of the key waits until this one is sent or skipped. */
-  ordered: boolean;
-}
-
 interface ClaimedForPublishRow {
   /** Null only on the progress row of a claim that claimed nothing. */
   id: number | null;
@@ -242,7 +210,7 @@ interface ClaimedForPublishRow {
   destination: string;
   routing_key: string | null;
   partition_key: string | null;
-  headers: Record<string, string | number | boolean>;
+  headers: Headers;
   payload_text: string;
   priority: number;
   attempts: number;

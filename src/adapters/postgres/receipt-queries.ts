@@ -5,9 +5,10 @@
  * transaction commits late is never skipped); replay finds them by event position; export reads them
  * by time range. Retention deletes old receipts, guarded by their age in the WHERE clause.
  */
+
+import type { LogCursor } from '../../eventstore/types.js';
 import type { SqlClient } from '../../ports/database.js';
 import { forEachBatch } from './cursor-queries.js';
-import type { LogCursor } from './event-queries.js';
 
 const RECEIPT_COLUMNS = `r.id, r.tx::text as tx, r.message_id, r.outbox_id, r.event_position, r.sink,
   r.destination, r.routing_key, r.partition_key, r.outcome, r.broker_ref, r.attempts, r.recovery_count,

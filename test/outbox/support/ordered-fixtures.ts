@@ -4,8 +4,8 @@
  * so a reader can check each key's messages arrive in outbox order.
  */
 import { appendEvents } from '../../../src/adapters/postgres/event-queries.js';
-import type { Sink } from '../../../src/adapters/postgres/outbox-queries.js';
 import { type OutboxMessageSpec, toOutboxRows, writeOutbox } from '../../../src/outbox/outbox-writer.js';
+import type { Sink } from '../../../src/outbox/types.js';
 import type { Database, SqlClient } from '../../../src/ports/database.js';
 import { uniqueName } from '../../support/services.js';
 
