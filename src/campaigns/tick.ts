@@ -27,6 +27,7 @@ import type { Logger } from '../logger.js';
 import { toOutboxRows, writeOutbox } from '../outbox/outbox-writer.js';
 import type { Database } from '../ports/database.js';
 import { channels, type WakeupSignal } from '../ports/wakeups.js';
+import { ServiceLoop } from '../runtime/service-loop.js';
 
 /** The queue the tick is published to; campaign scanners consume it as a wake-up. */
 export const PROCESS_CAMPAIGN_QUEUE = 'process_campaign';
@@ -79,28 +80,15 @@ export function tickPeriodKey(periodStart: Date, periodMs = MINUTE_MS): string {
   return periodMs % MINUTE_MS === 0 ? iso.slice(0, 16) : iso.slice(0, 23);
 }
 
-/** Delay that ends early when `signal` aborts; never rejects. */
-function delay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
 export class CampaignTick {
   private readonly periodMs: number;
   private readonly keyPrefix: string;
   private readonly keyTtlSeconds: number;
   private readonly clock: () => Promise<Date>;
   private readonly logger: Logger;
-  private controller = new AbortController();
-  private loop: Promise<void> | undefined;
+  private loop: ServiceLoop | undefined;
+  /** The period start the loop ticks next (undefined until the first round reads the clock). */
+  private next: number | undefined;
   readonly stats = { published: 0, skipped: 0, duplicate: 0, fallback: 0, errors: 0 };
 
   constructor(private readonly options: CampaignTickOptions) {
@@ -178,57 +166,50 @@ export class CampaignTick {
   /** Starts the loop: one tick at each period boundary by the clock, until stop(). */
   start(): void {
     if (this.loop) return;
-    this.controller = new AbortController();
-    this.loop = this.run(this.controller.signal);
+    this.next = undefined;
+    this.loop = new ServiceLoop({
+      name: 'tick',
+      logger: this.logger,
+      round: () => this.round(),
+      errorBackoff: {
+        baseMs: (this.options.errorBackoffMs ?? 250) * 2,
+        maxMs: this.periodMs,
+        jitter: 'equal',
+      },
+      onError: (error, failures, retryInMs) => {
+        this.stats.errors++;
+        this.logger.error({ err: error, failures, retryInMs }, `tick failed: ${errorMessage(error)}`);
+      },
+    });
+    this.loop.start();
   }
 
   /** Stops the loop; a tick in progress finishes first. */
   async stop(): Promise<void> {
-    this.controller.abort();
-    await this.loop;
+    await this.loop?.stop();
     this.loop = undefined;
   }
 
-  private async run(signal: AbortSignal): Promise<void> {
-    // The period start the loop ticks next. Starting mid-minute waits for the next boundary, as a
-    // `*/1 * * * *` cron would.
-    let next: number | undefined;
-    let failures = 0;
-    while (!signal.aborted) {
-      try {
-        const nowMs = (await this.clock()).getTime();
-        const current = Math.floor(nowMs / this.periodMs) * this.periodMs;
-        next ??= current + this.periodMs;
-        if (current < next) {
-          // +1 ms: timers may round down, and the boundary is checked again against the clock.
-          await delay(next - nowMs + 1, signal);
-          continue;
-        }
-        if (signal.aborted) break;
-        if (current > next) {
-          this.logger.warn(
-            { missedPeriods: (current - next) / this.periodMs },
-            'tick loop fell behind; ticking the current period',
-          );
-        }
-        // Whatever the outcome, this period is done: a retry would find our own Redis key taken.
-        next = current + this.periodMs;
-        await this.tickOnce(new Date(current));
-        failures = 0;
-      } catch (error) {
-        failures++;
-        this.stats.errors++;
-        const backoffMs = Math.min(
-          this.periodMs,
-          (this.options.errorBackoffMs ?? 250) * 2 ** Math.min(failures, 8),
-        );
-        this.logger.error(
-          { err: error, failures, retryInMs: backoffMs },
-          `tick failed: ${errorMessage(error)}`,
-        );
-        await delay(backoffMs, signal);
-      }
+  /**
+   * Ticks the current period once its boundary has passed, then sleeps until the next boundary.
+   * Starting mid-minute waits for the next boundary, as a once-a-minute cron would.
+   */
+  private async round(): Promise<number> {
+    const nowMs = (await this.clock()).getTime();
+    const current = Math.floor(nowMs / this.periodMs) * this.periodMs;
+    this.next ??= current + this.periodMs;
+    // +1 ms: timers may round down, and the boundary is checked again against the clock.
+    if (current < this.next) return this.next - nowMs + 1;
+    if (current > this.next) {
+      this.logger.warn(
+        { missedPeriods: (current - this.next) / this.periodMs },
+        'tick loop fell behind; ticking the current period',
+      );
     }
+    // Whatever the outcome, this period is done: a retry would find our own Redis key taken.
+    this.next = current + this.periodMs;
+    await this.tickOnce(new Date(current));
+    return 0;
   }
 }
 

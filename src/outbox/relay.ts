@@ -43,7 +43,13 @@ import { HEADER } from '../messaging/headers.js';
 import type { Database } from '../ports/database.js';
 import type { MessageSink, OutboundMessage, PublishOutcome } from '../ports/message-sink.js';
 import { channels, type WakeupListener } from '../ports/wakeups.js';
-import { type BackoffSettings, type JitterMode, type RandomSource, retryDelayMs } from './retry-policy.js';
+import {
+  type BackoffSettings,
+  type JitterMode,
+  type RandomSource,
+  retryDelayMs,
+} from '../runtime/backoff.js';
+import { ServiceLoop } from '../runtime/service-loop.js';
 import type { ClaimedForPublish, Sink } from './types.js';
 
 /** The sinks this relay owns, by kind; it claims only rows for these. */
@@ -116,11 +122,6 @@ const PRUNE_LIMIT = 10_000;
 /** Upper bound on statements per maintenance run, so pruning a huge backlog cannot starve the loop. */
 const MAX_MAINTENANCE_ROUNDS = 50;
 
-interface Sleeper {
-  finish: () => void;
-  wakeable: boolean;
-}
-
 export class OutboxRelay {
   readonly counters: RelayCounters = {
     published: 0,
@@ -141,10 +142,8 @@ export class OutboxRelay {
   private readonly sinkKinds: Sink[];
   private readonly backoff: BackoffSettings;
   private readonly random: RandomSource;
-  private loop: Promise<void> | undefined;
+  private loop: ServiceLoop | undefined;
   private stopping = false;
-  private wakeRequested = false;
-  private sleeper: Sleeper | undefined;
   private readonly tasks = new Set<Promise<void>>();
   /** Claimed rows not yet settled by their sink (queued in it or awaiting the broker's confirm). */
   private publishing = 0;
@@ -152,8 +151,6 @@ export class OutboxRelay {
   private marking = 0;
   private progress: (() => void) | undefined;
   private brokerFailures = 0;
-  /** Consecutive loop failures (database away); reset by any successful claim. */
-  private dbFailures = 0;
   private pausedUntil = 0;
   private maintenanceTimer: NodeJS.Timeout | undefined;
   private maintenanceRunning: Promise<unknown> | undefined;
@@ -181,7 +178,20 @@ export class OutboxRelay {
   async start(): Promise<void> {
     if (this.loop) throw new IllegalStateError('relay already started');
     this.stopping = false;
-    this.loop = this.run();
+    this.loop = new ServiceLoop({
+      name: 'relay',
+      logger: this.logger,
+      // Database away: quick at first, never slower than every 5 s (it coming back is the normal case).
+      errorBackoff: DB_RETRY,
+      random: this.random,
+      round: async () => {
+        await this.pump(true);
+        return this.idleWaitMs();
+      },
+      onError: (error, attempt, delayMs) =>
+        this.logger.error({ err: error, attempt, delayMs }, 'relay loop failed; retrying'),
+    });
+    this.loop.start();
     const interval = this.options.maintenanceIntervalMs ?? 30_000;
     this.maintenanceTimer = setInterval(() => this.maintainInBackground(), interval);
     this.maintenanceTimer.unref();
@@ -204,8 +214,7 @@ export class OutboxRelay {
     this.stopping = true;
     if (this.maintenanceTimer) clearInterval(this.maintenanceTimer);
     this.maintenanceTimer = undefined;
-    this.sleeper?.finish();
-    await this.loop;
+    await this.loop?.stop();
     await Promise.all(this.tasks);
     await this.maintenanceRunning;
     this.loop = undefined;
@@ -214,13 +223,12 @@ export class OutboxRelay {
 
   /** True while the loop sleeps with nothing in flight (health checks, tests). */
   get idle(): boolean {
-    return this.sleeper?.wakeable === true && this.tasks.size === 0;
+    return this.loop?.sleeping === true && this.tasks.size === 0;
   }
 
   /** Asks the loop to claim now (a NOTIFY arrived, or rows were re-queued). */
   wake(): void {
-    this.wakeRequested = true;
-    if (this.sleeper?.wakeable) this.sleeper.finish();
+    this.loop?.wake();
   }
 
   /**
@@ -283,22 +291,6 @@ export class OutboxRelay {
       });
   }
 
-  private async run(): Promise<void> {
-    while (!this.stopping) {
-      try {
-        await this.pump(true);
-        if (!this.stopping) await this.waitForWork();
-        this.dbFailures = 0;
-      } catch (error) {
-        this.dbFailures++;
-        const delayMs = retryDelayMs(this.dbFailures, DB_RETRY, this.random);
-        this.logger.error({ err: error, attempt: this.dbFailures, delayMs }, 'relay loop failed; retrying');
-        if (!this.stopping) await this.sleep(delayMs, false);
-      }
-    }
-    await Promise.all(this.tasks);
-  }
-
   /**
    * Claims and dispatches batches while they come back full, within the publishing and marking
    * budgets. Returns when a claim comes back short (nothing more due now) or on stop.
@@ -307,8 +299,8 @@ export class OutboxRelay {
     const fullBatch = Math.min(this.settings.batchSize, this.settings.inFlight);
     while (!this.stopping) {
       if (this.pausedUntil > Date.now()) {
-        if (!running) return;
-        await this.sleep(this.pausedUntil - Date.now(), false);
+        if (!running || !this.loop) return;
+        await this.loop.delay(this.pausedUntil - Date.now());
         continue;
       }
       // The sink holds at most inFlight unconfirmed messages; one more batch may wait in it, so the
@@ -320,14 +312,13 @@ export class OutboxRelay {
       }
       // While the broker is unavailable, probe with one row instead of failing a whole batch.
       const limit = this.brokerFailures > 0 ? 1 : fullBatch;
-      this.wakeRequested = false;
+      this.loop?.clearWake(); // this claim sees whatever the wake-up announced
       const { rows, deferred } = await claimOutboxBatch(this.db, {
         limit,
         lockSeconds: this.settings.lockSeconds,
         owner: this.options.owner,
         sinks: this.sinkKinds,
       });
-      this.dbFailures = 0;
       this.counters.claimed += rows.length;
       this.counters.deferred += deferred;
       if (rows.length > 0) {
@@ -343,29 +334,12 @@ export class OutboxRelay {
     }
   }
 
-  /** Sleeps until a wake-up, the next due row, or the idle poll. */
-  private async waitForWork(): Promise<void> {
-    if (this.wakeRequested) return;
-    let waitMs = this.settings.idlePollMs;
+  /** How long to sleep: until the next due row, or the idle poll (a wake-up ends the sleep sooner). */
+  private async idleWaitMs(): Promise<number> {
+    if (this.stopping || this.loop?.wakePending) return 0;
     const dueInMs = await nextDueInMs(this.db, this.sinkKinds);
-    if (dueInMs !== null) waitMs = Math.min(waitMs, Math.max(MIN_IDLE_MS, Math.ceil(dueInMs)));
-    if (this.wakeRequested || this.stopping) return;
-    await this.sleep(waitMs, true);
-  }
-
-  private sleep(ms: number, wakeable: boolean): Promise<void> {
-    return new Promise((resolve) => {
-      const sleeper: Sleeper = {
-        wakeable,
-        finish: () => {
-          clearTimeout(timer);
-          if (this.sleeper === sleeper) this.sleeper = undefined;
-          resolve();
-        },
-      };
-      const timer = setTimeout(sleeper.finish, Math.max(0, ms));
-      this.sleeper = sleeper;
-    });
+    if (dueInMs === null) return this.settings.idlePollMs;
+    return Math.min(this.settings.idlePollMs, Math.max(MIN_IDLE_MS, Math.ceil(dueInMs)));
   }
 
   /** Resolves when a batch moves on (published, or marked); immediately when nothing is outstanding. */

@@ -36,6 +36,7 @@ import { ConcurrencyError, errorMessage, IllegalStateError } from '../errors.js'
 import type { LogCursor } from '../eventstore/types.js';
 import { type Logger, silentLogger } from '../logger.js';
 import type { Database, SqlClient } from '../ports/database.js';
+import { ServiceLoop } from '../runtime/service-loop.js';
 import {
   checkpointName,
   type Projection,
@@ -156,9 +157,9 @@ export class Projector {
   private readonly logger: Logger;
   private lease: LeaseGrant | null = null;
   private renewAt = 0;
-  private loop: Promise<void> | undefined;
+  private loop: ServiceLoop | undefined;
   private stopping = false;
-  private wakeSleep: (() => void) | undefined;
+  private checkpointsReady = false;
 
   constructor(private readonly options: ProjectorOptions) {
     this.owner = options.owner ?? `${options.pod ?? 'herald'}:${randomUUID().slice(0, 8)}`;
@@ -183,15 +184,26 @@ export class Projector {
   start(): void {
     if (this.loop) throw new IllegalStateError('projector already started');
     this.stopping = false;
-    this.loop = this.run();
+    this.loop = new ServiceLoop({
+      name: 'projector',
+      logger: this.logger,
+      round: () => this.round(),
+      errorBackoff: { baseMs: 200, maxMs: 5_000, jitter: 'equal' },
+      onError: (error, attempt, delayMs) => {
+        this.stats.errors++;
+        this.logger.error({ err: error, attempt, delayMs }, 'projector batch failed; retrying');
+      },
+    });
+    this.loop.start();
   }
 
   /** Finishes the batch in flight, releases the lease (another replica takes over at once). */
   async stop(): Promise<void> {
     this.stopping = true;
-    this.wakeSleep?.();
-    await this.loop;
+    await this.loop?.stop();
     this.loop = undefined;
+    await this.releaseHeldLease();
+    this.logger.info({ stats: this.stats }, 'projector stopped');
   }
 
   /**
@@ -226,47 +238,38 @@ export class Projector {
     return total;
   }
 
-  private async run(): Promise<void> {
-    let failures = 0;
-    for (const source of this.options.projection.sources) {
-      const name = checkpointName(this.options.projection.name, source, LIVE);
-      await this.retrying(() => ensureCheckpoint(this.options.db, name));
-    }
-    while (!this.stopping) {
-      try {
-        if (!this.lease) {
-          await this.takeLease();
-          if (!this.lease) {
-            await this.sleep(Math.min(this.pollMs, this.leaseMs / 3));
-            continue;
-          }
-        } else if (Date.now() >= this.renewAt) {
-          await this.keepLease();
-          if (!this.lease) continue;
-        }
-        const done = await this.applyUntilCaughtUp(true);
-        failures = 0;
-        if (done.events === 0 && done.receipts === 0) await this.sleep(this.pollMs);
-      } catch (error) {
-        if (error instanceof LeaseLostError) {
-          this.dropLease('lease lost during a batch');
-          continue;
-        }
-        failures++;
-        this.stats.errors++;
-        const delayMs = Math.min(5_000, 200 * 2 ** Math.min(failures, 5));
-        this.logger.error({ err: error, attempt: failures, delayMs }, 'projector batch failed; retrying');
-        await this.sleep(delayMs);
+  /** One round: make sure the checkpoints exist, hold the lease, catch up; sleep when idle. */
+  private async round(): Promise<number> {
+    if (!this.checkpointsReady) {
+      for (const source of this.options.projection.sources) {
+        await ensureCheckpoint(this.options.db, checkpointName(this.options.projection.name, source, LIVE));
       }
+      this.checkpointsReady = true;
     }
-    if (this.lease) {
-      const lease = this.lease;
-      this.lease = null;
-      await releaseLease(this.options.db, lease).catch((error: unknown) =>
-        this.logger.warn({ err: error }, 'could not release the projector lease; it expires on its own'),
-      );
+    try {
+      if (!this.lease) {
+        await this.takeLease();
+        if (!this.lease) return Math.min(this.pollMs, this.leaseMs / 3);
+      } else if (Date.now() >= this.renewAt) {
+        await this.keepLease();
+        if (!this.lease) return 0;
+      }
+      const done = await this.applyUntilCaughtUp(true);
+      return done.events === 0 && done.receipts === 0 ? this.pollMs : 0;
+    } catch (error) {
+      if (!(error instanceof LeaseLostError)) throw error;
+      this.dropLease('lease lost during a batch');
+      return 0;
     }
-    this.logger.info({ stats: this.stats }, 'projector stopped');
+  }
+
+  private async releaseHeldLease(): Promise<void> {
+    const lease = this.lease;
+    if (!lease) return;
+    this.lease = null;
+    await releaseLease(this.options.db, lease).catch((error: unknown) =>
+      this.logger.warn({ err: error }, 'could not release the projector lease; it expires on its own'),
+    );
   }
 
   private async takeLease(): Promise<void> {
@@ -293,29 +296,6 @@ export class Projector {
     this.logger.warn({ term: this.lease.term }, why);
     this.lease = null;
     this.stats.leaseLost++;
-  }
-
-  private async retrying(work: () => Promise<void>): Promise<void> {
-    for (let attempt = 1; !this.stopping; attempt++) {
-      try {
-        return await work();
-      } catch (error) {
-        this.logger.warn({ err: error, attempt }, 'projector start-up query failed; retrying');
-        await this.sleep(Math.min(5_000, 200 * 2 ** Math.min(attempt, 5)));
-      }
-    }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.stopping) return resolve();
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wakeSleep = done;
-    });
   }
 }
 

@@ -1,13 +1,13 @@
 /**
- * The scanner loop shared by every sweeper (campaigns now; delayed actions and cron next). A pass
+ * The scanner shared by every sweeper of every registered aggregate, on the shared service loop. A pass
  * runs each sweeper until its batches stop coming back full; then the scanner sleeps until the
  * earliest of: the next due time any sweeper reports (a timer armed from database time, so a row
  * due at 12:00:00.000 is claimed within milliseconds), a wake-up (NOTIFY, tick), or the fallback
  * poll. Wake-ups only cut latency (invariant 7): correctness rests on the sweepers' row claims.
  */
-import { abortableDelay } from '../adapters/amqp/amqp-connection.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { ServiceLoop } from '../runtime/service-loop.js';
 
 export interface SweepResult {
   /** Rows changed by this call. */
@@ -33,29 +33,42 @@ export interface ScannerOptions {
 }
 
 export class Scanner {
-  private wakeRequested = false;
-  private wakeWaiter: (() => void) | undefined;
-  private readonly controller = new AbortController();
-  private loop: Promise<void> | undefined;
-  /** `sleeps` counts the times the scanner went to sleep with its timer armed (tests wait on it). */
-  readonly stats = { passes: 0, processed: 0, errors: 0, sleeps: 0 };
+  private readonly loop: ServiceLoop;
+  private readonly counts = { passes: 0, processed: 0 };
 
-  constructor(private readonly options: ScannerOptions) {}
+  constructor(private readonly options: ScannerOptions) {
+    this.loop = new ServiceLoop({
+      name: 'scanner',
+      logger: options.logger,
+      round: async () => {
+        await this.passOnce();
+        return this.nextSleepMs();
+      },
+      errorBackoff: { baseMs: options.errorBackoffMs ?? 250, maxMs: options.pollIntervalMs, jitter: 'equal' },
+      onError: (error, failures, retryInMs) =>
+        options.logger.error(
+          { err: error, failures, retryInMs },
+          `scanner pass failed: ${errorMessage(error)}`,
+        ),
+    });
+  }
+
+  /** `sleeps` counts the times the scanner went to sleep with its timer armed (tests wait on it). */
+  get stats() {
+    return { ...this.counts, errors: this.loop.stats.errors, sleeps: this.loop.stats.sleeps };
+  }
 
   start(): void {
-    this.loop ??= this.run();
+    this.loop.start();
   }
 
   /** Wakes the scanner now (NOTIFY, tick). Safe to call at any time, any number of times. */
   wake(): void {
-    this.wakeRequested = true;
-    this.wakeWaiter?.();
+    this.loop.wake();
   }
 
-  async stop(): Promise<void> {
-    this.controller.abort();
-    this.wakeWaiter?.();
-    await this.loop;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One full pass over every sweeper (tests and `herald scanner --once`). */
@@ -63,42 +76,15 @@ export class Scanner {
     let processed = 0;
     for (const sweeper of this.options.sweepers) {
       for (;;) {
-        if (this.controller.signal.aborted) return processed;
+        if (this.loop.stopping) return processed;
         const result = await sweeper.sweep();
         processed += result.processed;
-        this.stats.processed += result.processed; // per sweep: a pass cut short by stop() still counts
+        this.counts.processed += result.processed; // per sweep: a pass cut short by stop() still counts
         if (!result.more) break;
       }
     }
-    this.stats.passes++;
+    this.counts.passes++;
     return processed;
-  }
-
-  private async run(): Promise<void> {
-    const { logger } = this.options;
-    let failures = 0;
-    while (!this.controller.signal.aborted) {
-      this.wakeRequested = false;
-      let sleepMs = this.options.pollIntervalMs;
-      try {
-        await this.passOnce();
-        sleepMs = await this.nextSleepMs();
-        failures = 0;
-      } catch (error) {
-        failures++;
-        this.stats.errors++;
-        sleepMs = Math.min(
-          this.options.pollIntervalMs,
-          (this.options.errorBackoffMs ?? 250) * 2 ** Math.min(failures, 6),
-        );
-        logger.error(
-          { err: error, failures, retryInMs: sleepMs },
-          `scanner pass failed: ${errorMessage(error)}`,
-        );
-      }
-      if (this.wakeRequested || this.controller.signal.aborted) continue;
-      await this.sleep(sleepMs);
-    }
   }
 
   private async nextSleepMs(): Promise<number> {
@@ -112,17 +98,5 @@ export class Scanner {
       if (dueIn !== null) sleepMs = Math.min(sleepMs, Math.max(1, Math.ceil(dueIn)));
     }
     return sleepMs;
-  }
-
-  private sleep(ms: number): Promise<void> {
-    this.stats.sleeps++;
-    return new Promise((resolve) => {
-      const timer = new AbortController();
-      this.wakeWaiter = () => timer.abort();
-      abortableDelay(ms, timer.signal).then(() => {
-        this.wakeWaiter = undefined;
-        resolve();
-      });
-    });
   }
 }

@@ -38,6 +38,7 @@ import type { Logger } from '../logger.js';
 import { HEADER } from '../messaging/headers.js';
 import type { Database } from '../ports/database.js';
 import type { OutboundMessage } from '../ports/message-sink.js';
+import { type BackoffSettings, retryDelayMs } from '../runtime/backoff.js';
 import {
   attemptOf,
   type ConsumedMessage,
@@ -90,8 +91,7 @@ export const deadTopicName = (topic: string) => `${topic}.dead`;
 type Counter = Exclude<keyof ConsumerStats, 'state' | 'inFlight' | 'reconnects'>;
 
 const MAX_ERROR_HEADER_CHARS = 1000;
-const COPY_RETRY_BASE_MS = 200;
-const COPY_RETRY_MAX_MS = 5_000;
+const COPY_RETRY: BackoffSettings = { baseMs: 200, maxMs: 5_000, jitter: 'equal' };
 
 /** Starts consuming `topic` (and its retry topic). Resolves once both consumer groups were joined. */
 export async function consumeKafka<T = unknown>(
@@ -466,7 +466,7 @@ class TopicWorker<T> implements Consumer {
       const [outcome] = await this.sink.publish([copy]);
       if (outcome?.ok) return;
       if (failures === 0) this.counters.redeliveryPending++;
-      const delayMs = Math.min(COPY_RETRY_MAX_MS, COPY_RETRY_BASE_MS * 2 ** Math.min(failures, 10));
+      const delayMs = retryDelayMs(failures + 1, COPY_RETRY);
       log.warn(
         { err: outcome && !outcome.ok ? outcome.error : 'no outcome', target: topic, delayMs },
         'cannot write the copy; retrying before the offset moves',

@@ -7,6 +7,7 @@
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type Options } from 'amqplib';
 import { BrokerUnavailableError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { abortableDelay, retryDelayMs } from '../../runtime/backoff.js';
 
 export type QueueType = 'quorum' | 'classic';
 export type { Channel, ConfirmChannel };
@@ -45,7 +46,7 @@ export class AmqpConnection {
         return await AmqpConnection.connect(options);
       } catch (error) {
         if (signal?.aborted) throw error;
-        const delay = Math.min(maxDelayMs, 100 * 2 ** attempt);
+        const delay = retryDelayMs(attempt + 1, { baseMs: 100, maxMs: maxDelayMs, jitter: 'equal' });
         options.logger?.warn({ err: error, attempt, delayMs: delay }, 'broker unavailable; retrying');
         await abortableDelay(delay, signal);
       }
@@ -109,19 +110,6 @@ export class AmqpConnection {
       // already closed by the broker
     }
   }
-}
-
-export function abortableDelay(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
 
 /** Arguments for a durable queue of the configured type (quorum by default). */

@@ -24,13 +24,8 @@
 import type { ConsumeMessage, Options } from 'amqplib';
 import { BrokerUnavailableError, ConfigError, PublishRejectedError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import {
-  AmqpConnection,
-  abortableDelay,
-  type ConfirmChannel,
-  type QueueType,
-  queueOptions,
-} from './amqp-connection.js';
+import { abortableDelay, retryDelayMs } from '../../runtime/backoff.js';
+import { AmqpConnection, type ConfirmChannel, type QueueType, queueOptions } from './amqp-connection.js';
 
 export interface ConsumerTopologySpec {
   queue: string;
@@ -509,10 +504,9 @@ export class AmqpQueueConsumer {
   }
 }
 
+/** Reconnect delay after `failures` consecutive failures; jittered so consumers of a restarted broker do not reconnect in lockstep. */
 function backoff(failures: number, maxDelayMs = DEFAULT_RECONNECT_MAX_DELAY_MS): number {
-  const ceiling = Math.min(maxDelayMs, RECONNECT_BASE_DELAY_MS * 2 ** Math.min(failures, 16));
-  // Full jitter on the upper half, so consumers of a restarted broker do not reconnect in lockstep.
-  return Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
+  return retryDelayMs(failures + 1, { baseMs: RECONNECT_BASE_DELAY_MS, maxMs: maxDelayMs, jitter: 'equal' });
 }
 
 function returnKey(routingKey: string, messageId: unknown): string {

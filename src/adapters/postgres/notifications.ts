@@ -12,9 +12,12 @@ import * as pgListen from 'pg-listen';
 import type { Logger } from '../../logger.js';
 import type { Database } from '../../ports/database.js';
 import type { WakeupListener, WakeupSignal } from '../../ports/wakeups.js';
+import { type BackoffSettings, retryDelayMs } from '../../runtime/backoff.js';
 import { connectionConfig, type DatabaseOptions } from './database.js';
 
 const NOTIFY = 'select pg_notify($1, $2)';
+/** Reconnecting the LISTEN connection: quick at first, never slower than every 5 s. */
+const LISTEN_RETRY: BackoffSettings = { baseMs: 100, maxMs: 5_000, jitter: 'equal' };
 
 export class CoalescingNotifier implements WakeupSignal {
   private readonly pending = new Map<string, { timer: NodeJS.Timeout; again: boolean }>();
@@ -82,7 +85,7 @@ export class PgWakeupListener implements WakeupListener {
       parse: (payload: string) => payload,
       retryLimit: Number.POSITIVE_INFINITY,
       retryTimeout: 0, // never give up: the database coming back is the normal case
-      retryInterval: (attempt: number) => Math.min(5_000, 100 * 2 ** attempt),
+      retryInterval: (attempt: number) => retryDelayMs(attempt + 1, LISTEN_RETRY),
       paranoidChecking: 10_000,
     });
     this.subscriber.events.on('notification', ({ channel }) => this.wake(channel));
@@ -107,7 +110,7 @@ export class PgWakeupListener implements WakeupListener {
           return;
         } catch (error) {
           this.logger?.warn({ err: error, attempt }, 'listener cannot connect yet; retrying');
-          await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** attempt)));
+          await new Promise((resolve) => setTimeout(resolve, retryDelayMs(attempt + 1, LISTEN_RETRY)));
         }
       }
     })();

@@ -11,6 +11,7 @@
 import { Redis } from 'ioredis';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { retryDelayMs } from '../../runtime/backoff.js';
 
 export type SetOnceResult = 'acquired' | 'taken' | 'unavailable';
 
@@ -24,7 +25,8 @@ export interface RedisLockOptions {
 }
 
 /** Background reconnect delay: fast first retries, capped so an outage costs at most ~2 s once Redis is back. */
-const reconnectDelayMs = (attempt: number) => Math.min(2_000, 50 * 2 ** Math.min(attempt, 6));
+const reconnectDelayMs = (attempt: number) =>
+  retryDelayMs(attempt + 1, { baseMs: 50, maxMs: 2_000, jitter: 'equal' });
 
 /** Statuses in which a connection attempt is under way and a command may briefly wait for it. */
 const CONNECTING = new Set(['wait', 'connecting', 'connect']);

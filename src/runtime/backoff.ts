@@ -1,6 +1,8 @@
 /**
- * Retry delays for outbox rows whose publish failed (invariant 2: the pending row with a growing
- * `next_attempt_at` IS the retry). Pure: the random source is injected, so tests pin it.
+ * The one backoff function: every retry in Herald waits `retryDelayMs(attempt, settings)` — outbox rows
+ * whose publish failed (invariant 2: the pending row with a growing `next_attempt_at` IS the retry),
+ * service loops after a failed round (database down), reconnects to brokers and to LISTEN, copies a
+ * consumer could not write. Pure: the random source is injected, so tests pin it.
  *
  * The exponential ceiling for attempt n (1-based: the attempt that just failed) is
  * `min(maxMs, baseMs * 2^(n-1))`. Jitter spreads the retries of a batch that failed together (a broker
@@ -69,4 +71,18 @@ export function retryDelayMs(
 function clampUnit(value: number): number {
   if (!Number.isFinite(value) || value < 0) return 0;
   return Math.min(value, 1);
+}
+
+/** Sleeps `ms`, ending early (resolving, never rejecting) when `signal` aborts. */
+export function abortableDelay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, Math.max(0, ms));
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type BackoffSettings, backoffCeilingMs, retryDelayMs } from '../../src/outbox/retry-policy.js';
+import { type BackoffSettings, backoffCeilingMs, retryDelayMs } from '../../src/runtime/backoff.js';
 
 const settings = (jitter: BackoffSettings['jitter']): BackoffSettings => ({
   baseMs: 100,
