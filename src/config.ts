@@ -58,8 +58,10 @@ const envSchema = z.object({
 
   HERALD_SCANNER_BATCH_SIZE: positiveInt.max(10_000).default(500),
   HERALD_SCANNER_POLL_MS: positiveInt.default(30_000),
+  HERALD_SCANNER_MAX_RECLAIMS_PER_PASS: positiveInt.default(100),
   HERALD_CAMPAIGN_STALE_CLAIM_SECONDS: positiveInt.default(900),
   HERALD_DELIVERY_HEARTBEAT_SECONDS: positiveInt.default(300),
+  HERALD_MESSAGE_LOST_AFTER_SECONDS: positiveInt.default(86_400),
 
   HERALD_CONSUMER_PREFETCH: positiveInt.max(65_535).default(32),
   HERALD_CONSUMER_MAX_ATTEMPTS: positiveInt.default(5),
@@ -69,6 +71,17 @@ const envSchema = z.object({
   HERALD_PROJECTOR_POLL_MS: positiveInt.default(1_000),
   HERALD_PROJECTOR_LEASE_SECONDS: positiveInt.default(30),
   HERALD_RECEIPT_RETENTION_DAYS: positiveInt.default(400),
+
+  HERALD_MAINTENANCE_BATCH_SIZE: positiveInt.max(100_000).default(10_000),
+  HERALD_OUTBOX_RECOVERY_INTERVAL_SECONDS: positiveInt.default(30),
+  HERALD_OUTBOX_PRUNE_INTERVAL_SECONDS: positiveInt.default(300),
+  HERALD_OUTBOX_SKIPPED_RETENTION_DAYS: positiveInt.default(30),
+  HERALD_RECEIPT_PRUNE_INTERVAL_SECONDS: positiveInt.default(600),
+  HERALD_INBOX_RETENTION_DAYS: positiveInt.default(30),
+  HERALD_INBOX_PRUNE_INTERVAL_SECONDS: positiveInt.default(600),
+  HERALD_IDEMPOTENCY_EXPIRY_INTERVAL_SECONDS: positiveInt.default(600),
+  HERALD_TICK_RETENTION_DAYS: positiveInt.default(30),
+  HERALD_STREAM_PRUNE_INTERVAL_SECONDS: positiveInt.default(3_600),
 });
 
 export type HeraldEnv = z.infer<typeof envSchema>;
@@ -91,6 +104,26 @@ export interface HeraldConfig {
   readonly consumer: ConsumerSettings;
   readonly scanner: ScannerSettings;
   readonly projector: ProjectorSettings;
+  readonly maintenance: MaintenanceSettings;
+  /** Settings that work together but weaken a guarantee; logged by every role at start-up. */
+  readonly warnings: readonly string[];
+}
+
+/** Periodic upkeep (src/maintenance/), each service with its own interval; rows per statement shared. */
+export interface MaintenanceSettings {
+  readonly batchSize: number;
+  readonly outboxRecoveryIntervalMs: number;
+  readonly outboxPruneIntervalMs: number;
+  /** `skipped` outbox rows (an operator gave up on them) are deleted after this many days. */
+  readonly skippedRetentionDays: number;
+  readonly receiptPruneIntervalMs: number;
+  /** Inbox rows (the consumers' de-duplication record) are deleted after this many days. */
+  readonly inboxRetentionDays: number;
+  readonly inboxPruneIntervalMs: number;
+  readonly idempotencyExpiryIntervalMs: number;
+  /** Events of the per-minute `campaign_tick` side stream are deleted after this many days. */
+  readonly tickRetentionDays: number;
+  readonly streamPruneIntervalMs: number;
 }
 
 export interface ProjectorSettings {
@@ -120,6 +153,14 @@ export interface ScannerSettings {
   readonly staleClaimMs: number;
   /** Seed 000: the delivery worker refreshes its claim this often during a send (5 min). */
   readonly heartbeatMs: number;
+  /** Stale recovery reclaims at most this many claims per scanner pass (a bound, whatever the backlog). */
+  readonly maxReclaimsPerPass: number;
+  /**
+   * A claim's message published this long ago that no consumer has settled is presumed lost (e.g. its
+   * queue was purged) and the claim recoverable; before that, a published message is in the broker's
+   * hands and its claim is alive however old it is.
+   */
+  readonly messageLostAfterMs: number;
 }
 
 export interface RelaySettings {
@@ -148,6 +189,47 @@ function deepFreeze<T extends object>(value: T): Readonly<T> {
   return Object.freeze(value);
 }
 
+/**
+ * Settings that are each valid but contradict each other. Each refusal names both variables.
+ */
+function refuseContradictions(e: HeraldEnv): void {
+  const stale = e.HERALD_CAMPAIGN_STALE_CLAIM_SECONDS;
+  if (e.HERALD_RELAY_LOCK_SECONDS >= stale) {
+    throw new ConfigError(
+      'HERALD_RELAY_LOCK_SECONDS',
+      `(${e.HERALD_RELAY_LOCK_SECONDS}) must be shorter than HERALD_CAMPAIGN_STALE_CLAIM_SECONDS (${stale}): ` +
+        'rows held by a killed relay would wait past the stale-claim window',
+    );
+  }
+  if (e.HERALD_DELIVERY_HEARTBEAT_SECONDS >= stale) {
+    throw new ConfigError(
+      'HERALD_DELIVERY_HEARTBEAT_SECONDS',
+      `(${e.HERALD_DELIVERY_HEARTBEAT_SECONDS}) must be shorter than HERALD_CAMPAIGN_STALE_CLAIM_SECONDS (${stale}): ` +
+        'a claim would go stale between two heartbeats of a live send',
+    );
+  }
+  if (e.HERALD_PROJECTOR_POLL_MS >= e.HERALD_PROJECTOR_LEASE_SECONDS * 1000) {
+    throw new ConfigError(
+      'HERALD_PROJECTOR_POLL_MS',
+      `(${e.HERALD_PROJECTOR_POLL_MS}) must be shorter than HERALD_PROJECTOR_LEASE_SECONDS (${e.HERALD_PROJECTOR_LEASE_SECONDS} s): ` +
+        'an idle projector would let its lease expire between two polls',
+    );
+  }
+}
+
+/** Combinations that work but weaken a guarantee: reported at start-up (each names both variables). */
+function contradictionWarnings(e: HeraldEnv): string[] {
+  const warnings: string[] = [];
+  if (e.HERALD_MESSAGE_LOST_AFTER_SECONDS > e.HERALD_RELAY_RETENTION_HOURS * 3600) {
+    warnings.push(
+      `HERALD_MESSAGE_LOST_AFTER_SECONDS (${e.HERALD_MESSAGE_LOST_AFTER_SECONDS}) exceeds HERALD_RELAY_RETENTION_HOURS ` +
+        `(${e.HERALD_RELAY_RETENTION_HOURS} h): a claim whose outbox row was pruned counts as settled, so stale ` +
+        'recovery may reclaim a claim whose message still waits in a queue',
+    );
+  }
+  return warnings;
+}
+
 /** Validates the environment. Throws ConfigError naming the first invalid variable. */
 export function loadConfig(
   env: Record<string, string | undefined>,
@@ -169,6 +251,7 @@ export function loadConfig(
   if (e.HERALD_RELAY_BACKOFF_MAX_MS < e.HERALD_RELAY_BACKOFF_BASE_MS) {
     throw new ConfigError('HERALD_RELAY_BACKOFF_MAX_MS', 'must be >= HERALD_RELAY_BACKOFF_BASE_MS');
   }
+  refuseContradictions(e);
   return deepFreeze({
     databaseUrl: e.DATABASE_URL,
     schema: e.HERALD_SCHEMA,
@@ -203,6 +286,8 @@ export function loadConfig(
       pollMs: e.HERALD_SCANNER_POLL_MS,
       staleClaimMs: e.HERALD_CAMPAIGN_STALE_CLAIM_SECONDS * 1000,
       heartbeatMs: e.HERALD_DELIVERY_HEARTBEAT_SECONDS * 1000,
+      maxReclaimsPerPass: e.HERALD_SCANNER_MAX_RECLAIMS_PER_PASS,
+      messageLostAfterMs: e.HERALD_MESSAGE_LOST_AFTER_SECONDS * 1000,
     },
     consumer: {
       prefetch: e.HERALD_CONSUMER_PREFETCH,
@@ -215,6 +300,19 @@ export function loadConfig(
       leaseMs: e.HERALD_PROJECTOR_LEASE_SECONDS * 1000,
       receiptRetentionDays: e.HERALD_RECEIPT_RETENTION_DAYS,
     },
+    maintenance: {
+      batchSize: e.HERALD_MAINTENANCE_BATCH_SIZE,
+      outboxRecoveryIntervalMs: e.HERALD_OUTBOX_RECOVERY_INTERVAL_SECONDS * 1000,
+      outboxPruneIntervalMs: e.HERALD_OUTBOX_PRUNE_INTERVAL_SECONDS * 1000,
+      skippedRetentionDays: e.HERALD_OUTBOX_SKIPPED_RETENTION_DAYS,
+      receiptPruneIntervalMs: e.HERALD_RECEIPT_PRUNE_INTERVAL_SECONDS * 1000,
+      inboxRetentionDays: e.HERALD_INBOX_RETENTION_DAYS,
+      inboxPruneIntervalMs: e.HERALD_INBOX_PRUNE_INTERVAL_SECONDS * 1000,
+      idempotencyExpiryIntervalMs: e.HERALD_IDEMPOTENCY_EXPIRY_INTERVAL_SECONDS * 1000,
+      tickRetentionDays: e.HERALD_TICK_RETENTION_DAYS,
+      streamPruneIntervalMs: e.HERALD_STREAM_PRUNE_INTERVAL_SECONDS * 1000,
+    },
+    warnings: contradictionWarnings(e),
   });
 }
 

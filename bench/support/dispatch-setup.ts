@@ -6,8 +6,8 @@
 import amqp from 'amqplib';
 import { queueOptions } from '../../src/adapters/amqp/amqp-connection.js';
 import { CoalescingNotifier } from '../../src/adapters/postgres/notifications.js';
-import { CampaignService } from '../../src/campaigns/campaign-service.js';
-import { LINE_BROADCAST_QUEUE, LINE_MULTICAST_QUEUE } from '../../src/campaigns/topology.js';
+import { CampaignService } from '../../src/aggregates/campaign/service.js';
+import { LINE_BROADCAST_QUEUE, LINE_MULTICAST_QUEUE } from '../../src/aggregates/campaign/topology.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import type { Database } from '../../src/ports/database.js';
 
@@ -19,7 +19,6 @@ export function campaignService(db: Database, notifyCoalesceMs: number) {
   const service = new CampaignService({
     db,
     handler: new CommandHandler({ db, wakeups: notifier, pod: 'bench' }),
-    wakeups: notifier,
   });
   return { service, close: () => notifier.close() };
 }

@@ -8,14 +8,14 @@
 import { recreateDatabase } from '../adapters/postgres/admin.js';
 import { countLineDeliveries } from '../adapters/postgres/line-delivery-queries.js';
 import { migrate } from '../adapters/postgres/migrator.js';
-import { CampaignService } from '../campaigns/campaign-service.js';
-import { HERALD_QUEUES } from '../campaigns/topology.js';
+import { CampaignService } from '../aggregates/campaign/service.js';
+import { heraldRegistry } from '../aggregates/registry.js';
 import { loadConfig } from '../config.js';
 import { createLogger } from '../logger.js';
-import { runRelay } from '../outbox/relay-role.js';
-import { createRuntime, runTogether } from '../roles/runtime.js';
-import { runScanner } from '../roles/scanner-role.js';
-import { runWorker } from '../roles/worker-role.js';
+import { relayRole } from '../roles/relay-role.js';
+import { scannerRole } from '../roles/scanner-role.js';
+import { workerRole } from '../roles/worker-role.js';
+import { createRuntime, runRole, runTogether } from '../runtime/runtime.js';
 
 const DEMO_DATABASE = 'herald_demo';
 const out = (line = '') => process.stdout.write(`${line}\n`);
@@ -35,19 +35,15 @@ async function main(): Promise<number> {
 
   const logger = createLogger({ level: config.logLevel, pod: config.pod });
   const controller = new AbortController();
+  const context = { config, logger, registry: heraldRegistry };
   const roles = runTogether(controller.signal, [
-    (stop) => runRelay(config, logger, stop, { queues: HERALD_QUEUES }),
-    (stop) => runScanner(config, logger, stop),
-    (stop) => runWorker(config, logger, stop),
+    (signal) => runRole('relay', relayRole, { ...context, signal }),
+    (signal) => runRole('scanner', scannerRole, { ...context, signal }),
+    (signal) => runRole('worker', workerRole, { ...context, signal }),
   ]);
   roles.catch(() => controller.abort()); // a failed role ends the demo (the error surfaces below)
-  const runtime = createRuntime(config, logger, 'herald-demo');
-  const campaigns = new CampaignService({
-    db: runtime.db,
-    handler: runtime.handler,
-    wakeups: runtime.notifier,
-    wakeHorizonMs: config.scanner.pollMs,
-  });
+  const runtime = createRuntime(config, logger, { registry: heraldRegistry, applicationName: 'herald-demo' });
+  const campaigns = new CampaignService({ db: runtime.db, handler: runtime.handler });
   try {
     const { rows } = await runtime.db.query<{ now: Date }>('select now() as now');
     const now = rows[0]!.now.getTime();

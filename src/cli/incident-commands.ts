@@ -1,6 +1,6 @@
 /**
- * The incident-analysis commands of the `herald` CLI (invariant 8): replay, verify, export, the
- * projector role and projection maintenance. Each parses its own options (strict: a typo is a usage
+ * The incident-analysis commands of the `herald` CLI (invariant 8): replay, verify, export and
+ * projection maintenance, over every aggregate in the registry. Each parses its own options (strict: a typo is a usage
  * error, exit 2) and prints text for people or, with --json, one JSON document for machines. Exit
  * codes: 0 success, 1 failure or drift (verify), 2 usage.
  *
@@ -8,7 +8,6 @@
  *   herald replay --until <time> --into <schema>
  *   herald verify [--stream-type <type>]… [--json] [--max-drifts <n>]
  *   herald export [--from <time>] [--to <time>] [--stream-type <type>]… [--receipts] [--no-events] [--out <file>]
- *   herald projector
  *   herald projections status | rebuild <name>
  */
 
@@ -20,11 +19,11 @@ import { createDatabase } from '../adapters/postgres/database.js';
 import { findLease } from '../adapters/postgres/lease-queries.js';
 import { countAfter, listCheckpoints } from '../adapters/postgres/projection-queries.js';
 import { type HeraldError, ValidationError } from '../errors.js';
+import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { Database } from '../ports/database.js';
 import { exportJsonLines } from '../projections/export.js';
-import type { ProjectionSource } from '../projections/projection.js';
+import type { Projection, ProjectionSource } from '../projections/projection.js';
 import { rebuildProjection } from '../projections/projector.js';
-import { PROJECTIONS, projectionNamed } from '../projections/registry.js';
 import {
   type CommandTrace,
   parseInstant,
@@ -36,8 +35,7 @@ import {
 } from '../projections/replay.js';
 import { buildSandbox, type SandboxResult } from '../projections/sandbox.js';
 import { type Drift, type VerifyReport, verifyStates } from '../projections/verify.js';
-import { runProjector } from '../roles/projector-role.js';
-import type { Role, RoleContext } from './main.js';
+import type { Role, RoleContext } from './role.js';
 
 class UsageError extends ValidationError {}
 
@@ -182,7 +180,7 @@ function printSandbox(result: SandboxResult): void {
   out(`  ${result.schema}.event, ${result.schema}.publish_receipt: views of the log up to ${result.until}`);
 }
 
-const replayCommand = command(REPLAY_USAGE, async ({ argv }, db) => {
+const replayCommand = command(REPLAY_USAGE, async ({ argv, registry }, db) => {
   const { values, positionals } = parse(argv, {
     at: { type: 'string' },
     until: { type: 'string' },
@@ -193,7 +191,7 @@ const replayCommand = command(REPLAY_USAGE, async ({ argv }, db) => {
     if (values.until === undefined || values.into === undefined || positionals.length > 0 || values.at) {
       throw new UsageError('--until and --into go together, without a stream or --at');
     }
-    const result = await buildSandbox(db, { until: values.until, into: values.into });
+    const result = await buildSandbox(db, registry, { until: values.until, into: values.into });
     if (values.json) out(json(result));
     else printSandbox(result);
     return 0;
@@ -206,12 +204,12 @@ const replayCommand = command(REPLAY_USAGE, async ({ argv }, db) => {
     throw new UsageError((error as Error).message);
   }
   if (values.at !== undefined) {
-    const result = await stateAt(db, ref, parseInstant(values.at, '--at'));
+    const result = await stateAt(db, registry, ref, parseInstant(values.at, '--at'));
     if (values.json) out(json(result));
     else printStateAt(result);
     return 0;
   }
-  const replay = await replayStream(db, ref);
+  const replay = await replayStream(db, registry, ref);
   if (values.json) out(json(replay));
   else printReplay(replay);
   return 0;
@@ -239,7 +237,7 @@ function printVerify(report: VerifyReport): void {
   );
 }
 
-const verifyCommand = command(VERIFY_USAGE, async ({ argv }, db) => {
+const verifyCommand = command(VERIFY_USAGE, async ({ argv, registry }, db) => {
   const { values, positionals } = parse(argv, {
     'stream-type': { type: 'string', multiple: true },
     json: { type: 'boolean', default: false },
@@ -250,7 +248,7 @@ const verifyCommand = command(VERIFY_USAGE, async ({ argv }, db) => {
   if (maxDrifts !== undefined && (!Number.isInteger(maxDrifts) || maxDrifts < 0)) {
     throw new UsageError('--max-drifts must be a non-negative integer');
   }
-  const report = await verifyStates(db, {
+  const report = await verifyStates(db, registry, {
     ...(values['stream-type'] ? { streamTypes: values['stream-type'] } : {}),
     ...(maxDrifts !== undefined ? { maxDrifts } : {}),
     ...(values.json ? {} : { onDrift: (drift: Drift) => out(describeDrift(drift)) }),
@@ -269,7 +267,7 @@ async function writeTo(stream: Writable, chunk: string): Promise<void> {
   if (!stream.write(chunk)) await once(stream, 'drain');
 }
 
-const exportCommand = command(EXPORT_USAGE, async ({ argv }, db) => {
+const exportCommand = command(EXPORT_USAGE, async ({ argv, registry }, db) => {
   const { values, positionals } = parse(argv, {
     from: { type: 'string' },
     to: { type: 'string' },
@@ -280,6 +278,12 @@ const exportCommand = command(EXPORT_USAGE, async ({ argv }, db) => {
   });
   if (positionals.length > 0) throw new UsageError(`unexpected argument ${positionals[0]}`);
   if (values['no-events'] && !values.receipts) throw new UsageError('--no-events needs --receipts');
+  const unknown = (values['stream-type'] ?? []).filter((t) => !registry.streamTypes.includes(t));
+  if (unknown.length > 0) {
+    throw new UsageError(
+      `unknown stream type ${unknown.join(', ')} (registered: ${registry.streamTypes.join(', ')})`,
+    );
+  }
   const file = values.out ? createWriteStream(values.out) : undefined;
   const target: Writable = file ?? process.stdout;
   try {
@@ -306,16 +310,14 @@ const exportCommand = command(EXPORT_USAGE, async ({ argv }, db) => {
 
 // ─── projections ─────────────────────────────────────────────────────────────────────────────────────
 
-const PROJECTIONS_USAGE = `herald projections status | herald projections rebuild <name>  (projections: ${[
-  ...PROJECTIONS.keys(),
-].join(', ')})`;
+const PROJECTIONS_USAGE = 'herald projections status | herald projections rebuild <name>';
 
-async function printStatus(db: Database): Promise<void> {
+async function printStatus(db: Database, registry: AggregateRegistry): Promise<void> {
   const checkpoints = new Map((await listCheckpoints(db)).map((c) => [c.name, c]));
   out(
     'projection       source    checkpoint (tx/position)   behind   updated at                 active replica',
   );
-  for (const projection of PROJECTIONS.values()) {
+  for (const projection of registry.projections.values()) {
     const lease = await findLease(db, `projector:${projection.name}`);
     const holder =
       lease && lease.expiresAt > new Date()
@@ -334,17 +336,17 @@ async function printStatus(db: Database): Promise<void> {
   }
 }
 
-const projectionsCommand = command(PROJECTIONS_USAGE, async ({ argv, config, logger }, db) => {
+const projectionsCommand = command(PROJECTIONS_USAGE, async ({ argv, config, logger, registry }, db) => {
   const { positionals } = parse(argv, {});
   const [action, name, ...rest] = positionals;
   if (action === 'status' && !name) {
-    await printStatus(db);
+    await printStatus(db, registry);
     return 0;
   }
   if (action === 'rebuild' && name && rest.length === 0) {
-    let projection: ReturnType<typeof projectionNamed>;
+    let projection: Projection;
     try {
-      projection = projectionNamed(name);
+      projection = registry.projectionNamed(name);
     } catch (error) {
       throw new UsageError((error as HeraldError).message);
     }
@@ -363,14 +365,6 @@ const projectionsCommand = command(PROJECTIONS_USAGE, async ({ argv, config, log
 });
 
 export const incidentRoles: Record<string, Role> = {
-  projector: {
-    summary:
-      'asynchronous projections from the event log (dispatch_stats); one active replica per projection',
-    async run({ config, logger, signal }) {
-      await runProjector(config, logger, signal);
-      return 0;
-    },
-  },
   projections: {
     summary: 'projections status | rebuild <name> (rebuilds into a shadow table, swaps when caught up)',
     run: projectionsCommand,

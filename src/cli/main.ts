@@ -1,13 +1,17 @@
 /**
- * The `herald` command: one binary, several roles (scanner, relay, tick, worker, all, migrate, …).
- * Configuration comes from the environment through loadConfig (an invalid value exits 2 with the
- * variable's name); long-running roles stop gracefully on SIGTERM/SIGINT and exit 0.
+ * The `herald` command's entry point: parses the role name and dispatches to the role table
+ * (roles.ts) with Herald's registry. Configuration comes from the environment through loadConfig (an
+ * invalid value exits 2 with the variable's name); long-running roles stop gracefully on
+ * SIGTERM/SIGINT and exit 0.
  */
 import { parseArgs } from 'node:util';
+import { heraldRegistry } from '../aggregates/registry.js';
 import { type HeraldConfig, loadConfig } from '../config.js';
 import { HeraldError } from '../errors.js';
-import { createLogger, type Logger } from '../logger.js';
-import { roles } from './roles.js';
+import { createLogger } from '../logger.js';
+import { roleTable } from './roles.js';
+
+const roles = roleTable(heraldRegistry);
 
 const USAGE = `usage: herald <role> [options]
 
@@ -17,23 +21,6 @@ ${Object.entries(roles)
   .join('\n')}
 
 Configuration is read from the environment (see README: Configuration).`;
-
-export interface RoleContext {
-  config: HeraldConfig;
-  logger: Logger;
-  args: string[];
-  options: Record<string, string | boolean | undefined>;
-  /** The raw arguments after the role name, for commands that parse their own options. */
-  argv: string[];
-  /** Aborted on SIGTERM/SIGINT: long-running roles finish in-flight work and return. */
-  signal: AbortSignal;
-}
-
-export interface Role {
-  summary: string;
-  /** Returns the process exit code. */
-  run(context: RoleContext): Promise<number>;
-}
 
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
@@ -72,6 +59,7 @@ async function main(argv: string[]): Promise<number> {
     return await role.run({
       config,
       logger,
+      registry: heraldRegistry,
       args,
       options: values as Record<string, string | boolean | undefined>,
       argv: argv.slice(argv.indexOf(roleName!) + 1),

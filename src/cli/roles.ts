@@ -1,19 +1,22 @@
 /**
- * The CLI's role table. Each entry wires configuration to one long-running process or one command.
- * Long-running roles return when the signal aborts (SIGTERM/SIGINT) after finishing in-flight work.
+ * The CLI's role table: one-shot commands (migrate, outbox, replay, verify, export, projections) and
+ * the long-running roles — the generic ones (relay, scanner, worker, projector, maintenance) and those
+ * the registered aggregates add (tick). Every long-running role runs the same way: a runtime of its
+ * own built from the config (`runRole`), stopped by the signal (SIGTERM/SIGINT) after finishing
+ * in-flight work. `herald all` runs every one of them in one process.
  */
 import { createDatabase } from '../adapters/postgres/database.js';
 import { migrate } from '../adapters/postgres/migrator.js';
-import { runTick } from '../campaigns/tick.js';
-import { HERALD_QUEUES } from '../campaigns/topology.js';
+import type { AggregateRegistry } from '../eventstore/registry.js';
 import { runOutboxCommand } from '../outbox/outbox-admin.js';
-import { runRelay } from '../outbox/relay-role.js';
-import { runProjector } from '../roles/projector-role.js';
-import { runTogether } from '../roles/runtime.js';
-import { runScanner } from '../roles/scanner-role.js';
-import { runWorker } from '../roles/worker-role.js';
+import { maintenanceRole } from '../roles/maintenance-role.js';
+import { projectorRole } from '../roles/projector-role.js';
+import { relayRole } from '../roles/relay-role.js';
+import { scannerRole } from '../roles/scanner-role.js';
+import { workerRole } from '../roles/worker-role.js';
+import { type RoleDefinition, runRole, runTogether } from '../runtime/runtime.js';
 import { incidentRoles } from './incident-commands.js';
-import type { Role, RoleContext } from './main.js';
+import type { Role, RoleContext } from './role.js';
 
 async function migrateCommand({ config, logger }: RoleContext): Promise<number> {
   const result = await migrate({ url: config.databaseUrl, schema: config.schema });
@@ -45,52 +48,58 @@ async function outboxCommand({ config, logger, args, options }: RoleContext): Pr
   }
 }
 
-const longRunning = (run: (context: RoleContext) => Promise<void>) => async (context: RoleContext) => {
-  await run(context);
-  return 0;
-};
+/** The generic long-running roles, then those of the registered aggregates. */
+export function longRunningRoles(registry: AggregateRegistry): Record<string, RoleDefinition> {
+  return {
+    relay: relayRole,
+    scanner: scannerRole,
+    worker: workerRole,
+    projector: projectorRole,
+    maintenance: maintenanceRole,
+    ...registry.roles,
+  };
+}
 
-export const roles: Record<string, Role> = {
-  migrate: {
-    summary: 'apply pending migrations (safe to run from several pods at once)',
-    run: migrateCommand,
-  },
-  relay: {
-    summary: 'publish outbox rows to the broker (any number of replicas)',
-    run: longRunning(({ config, logger, signal }) =>
-      runRelay(config, logger, signal, { queues: HERALD_QUEUES }),
-    ),
-  },
-  scanner: {
-    summary: 'claim due work (campaigns) and write it to the outbox (any number of replicas)',
-    run: longRunning(({ config, logger, signal }) => runScanner(config, logger, signal)),
-  },
-  tick: {
-    summary: 'publish one tick per minute to process_campaign (Redis SET NX; the event log de-duplicates)',
-    run: longRunning(({ config, logger, signal }) => runTick(config, logger, signal)),
-  },
-  worker: {
-    summary: 'built-in consumers: LINE campaign delivery',
-    run: longRunning(({ config, logger, signal }) => runWorker(config, logger, signal)),
-  },
-  outbox: {
-    summary: 'operator commands: parked | requeue <id> | skip <id> [--reason=…] (ordered keys, dead rows)',
-    run: outboxCommand,
-  },
-  all: {
-    summary: 'migrate, then every role in one process (development)',
-    async run(context) {
-      await migrateCommand(context);
-      const { config, logger, signal } = context;
-      await runTogether(signal, [
-        (stop) => runRelay(config, logger, stop, { queues: HERALD_QUEUES }),
-        (stop) => runScanner(config, logger, stop),
-        (stop) => runWorker(config, logger, stop),
-        (stop) => runTick(config, logger, stop),
-        (stop) => runProjector(config, logger, stop),
-      ]);
-      return 0;
+const longRunning =
+  (name: string, role: RoleDefinition): Role['run'] =>
+  async ({ config, logger, registry, signal }) => {
+    await runRole(name, role, { config, logger, registry, signal });
+    return 0;
+  };
+
+export function roleTable(registry: AggregateRegistry): Record<string, Role> {
+  const running = longRunningRoles(registry);
+  return {
+    migrate: {
+      summary: 'apply pending migrations (safe to run from several pods at once)',
+      run: migrateCommand,
     },
-  },
-  ...incidentRoles,
-};
+    ...Object.fromEntries(
+      Object.entries(running).map(([name, role]) => [
+        name,
+        { summary: role.summary, run: longRunning(name, role) },
+      ]),
+    ),
+    outbox: {
+      summary: 'operator commands: parked | requeue <id> | skip <id> [--reason=…] (ordered keys, dead rows)',
+      run: outboxCommand,
+    },
+    all: {
+      summary: 'migrate, then every long-running role in one process (development)',
+      async run(context) {
+        await migrateCommand(context);
+        const { config, logger, signal } = context;
+        await runTogether(
+          signal,
+          Object.entries(running).map(
+            ([name, role]) =>
+              (stop: AbortSignal) =>
+                runRole(name, role, { config, logger, registry: context.registry, signal: stop }),
+          ),
+        );
+        return 0;
+      },
+    },
+    ...incidentRoles,
+  };
+}

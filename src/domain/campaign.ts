@@ -33,7 +33,9 @@ export const campaignDecider: Decider<CampaignState, CampaignCommand, CampaignEv
 };
 
 /** Seed 000's delivery queues, spelled exactly as the existing LINE workers consume them. */
-export type LineCampaignDestination = 'line_broadcast_rich_message' | 'line_multicast_rich_message';
+export const LINE_BROADCAST_QUEUE = 'line_broadcast_rich_message';
+export const LINE_MULTICAST_QUEUE = 'line_multicast_rich_message';
+export type LineCampaignDestination = typeof LINE_BROADCAST_QUEUE | typeof LINE_MULTICAST_QUEUE;
 
 /**
  * Where a LINE campaign's single dispatch message goes: broadcasts to line_broadcast_rich_message,
@@ -52,5 +54,5 @@ export function campaignDestination(
       },
     );
   }
-  return state.castType === 'broadcast' ? 'line_broadcast_rich_message' : 'line_multicast_rich_message';
+  return state.castType === 'broadcast' ? LINE_BROADCAST_QUEUE : LINE_MULTICAST_QUEUE;
 }

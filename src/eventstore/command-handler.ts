@@ -3,63 +3,25 @@
  * loads the state row, reads `now()` from the database (invariant 6) into the command, runs `decide`,
  * folds the new events with `evolve`, and in ONE transaction appends the events at the expected
  * version, updates the state row (the inline projection) and inserts the outbox rows the events
- * cause. Any throw rolls all three back. After commit it signals the relay (coalesced NOTIFY).
+ * cause. Any throw rolls all three back. After commit it signals the relay when outbox rows were
+ * written, and the scanners when a state became due within their poll interval (the descriptor's
+ * `dueAt`): coalesced NOTIFYs that only cut latency (invariant 7).
  */
 import { randomUUID } from 'node:crypto';
 import { appendEvents } from '../adapters/postgres/event-queries.js';
-import type { Decider, DomainEvent } from '../domain/decider.js';
+import type { DomainEvent } from '../domain/decider.js';
 import { ConcurrencyError } from '../errors.js';
 import { type OutboxMessageSpec, toOutboxRows, writeOutbox } from '../outbox/outbox-writer.js';
 import type { NewOutboxMessage } from '../outbox/types.js';
 import type { Database, SqlClient } from '../ports/database.js';
 import { channels, type WakeupSignal } from '../ports/wakeups.js';
+import type { Aggregate, LoadedStream } from './aggregate.js';
 import type { AppendedEvent, EventMeta } from './types.js';
-
-/** The inline projection of one aggregate type: its state table. */
-export interface StateStore<State> {
-  load(sql: SqlClient, streamId: string): Promise<{ state: State; version: number } | null>;
-  /**
-   * Inserts (expectedVersion 0) or updates the row guarded by `version = expectedVersion`;
-   * must throw ConcurrencyError when no row matched.
-   */
-  save(
-    sql: SqlClient,
-    streamId: string,
-    state: State,
-    version: number,
-    expectedVersion: number,
-  ): Promise<void>;
-  /** Batch form of `save` for sweeps; each write guarded by its own expected version. */
-  saveMany?(
-    sql: SqlClient,
-    writes: readonly { streamId: string; state: State; version: number; expectedVersion: number }[],
-  ): Promise<void>;
-}
-
-/** A stream loaded (and locked) by a sweep query, ready for a batch of commands. */
-export interface LoadedStream<State> {
-  streamId: string;
-  state: State;
-  version: number;
-}
 
 export interface BatchResult<State, Event> {
   results: CommandResult<State, Event>[];
   /** Streams whose command the decider refused (left unchanged), with the reason. */
   refused: { streamId: string; error: Error }[];
-}
-
-export interface Aggregate<State, Command, Event extends DomainEvent> {
-  readonly streamType: string;
-  readonly decider: Decider<State, Command, Event>;
-  readonly store: StateStore<State>;
-  /** Messages an event causes, given the state right after it. */
-  readonly messagesFor?: (context: {
-    streamId: string;
-    event: Event;
-    state: State;
-    version: number;
-  }) => OutboxMessageSpec[] | undefined;
 }
 
 export interface CommandOptions {
@@ -72,6 +34,8 @@ export interface CommandOptions {
 
 export interface CommandResult<State, Event> {
   streamId: string;
+  /** The transaction's database time the command was decided at. */
+  now: Date;
   events: Event[];
   appended: AppendedEvent[];
   state: State;
@@ -83,6 +47,12 @@ export interface CommandHandlerDeps {
   db: Database;
   wakeups?: WakeupSignal;
   pod?: string;
+  /**
+   * A commit that leaves a state due within this many ms (the descriptor's `dueAt`) wakes the
+   * scanners; later ones are found by their poll, so pass the scanners' poll interval
+   * (config.scanner.pollMs). Default 30 s, the default poll.
+   */
+  wakeHorizonMs?: number;
 }
 
 const NOW = 'select now() as now';
@@ -121,7 +91,7 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
         const result = await this.deps.db.transaction((tx) =>
           this.handleInTransaction(tx, streamId, makeCommand, options),
         );
-        if (result.outbox.length > 0) this.deps.wakeups?.signal(channels.outbox(this.deps.db.schema));
+        this.signalAfterCommit([result]);
         return result;
       } catch (error) {
         if (error instanceof ConcurrencyError && attempt < retries) continue;
@@ -130,7 +100,28 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
     }
   }
 
-  /** The same, inside a transaction the caller owns (it must signal the relay after its commit). */
+  /**
+   * The wake-ups a committed transaction owes: the relay when it wrote outbox rows, the scanners when
+   * it left a state due within the wake horizon. Callers of the *InTransaction forms call this after
+   * their own commit; `handle` does it itself.
+   */
+  signalAfterCommit(results: readonly CommandResult<State, Event>[]): void {
+    const wakeups = this.deps.wakeups;
+    if (!wakeups || results.length === 0) return;
+    const schema = this.deps.db.schema;
+    if (results.some((r) => r.outbox.length > 0)) wakeups.signal(channels.outbox(schema));
+    const dueAt = this.aggregate.dueAt;
+    if (!dueAt) return;
+    const horizon = this.deps.wakeHorizonMs ?? 30_000;
+    const dueSoon = results.some((r) => {
+      if (r.events.length === 0) return false;
+      const due = dueAt(r.state);
+      return due !== null && Date.parse(due) - r.now.getTime() <= horizon;
+    });
+    if (dueSoon) wakeups.signal(channels.due(schema));
+  }
+
+  /** The same, inside a transaction the caller owns (it must call signalAfterCommit after its commit). */
   async handleInTransaction(
     tx: SqlClient,
     streamId: string,
@@ -151,7 +142,8 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
       });
     }
     const events = decider.decide(makeCommand(now), current);
-    if (events.length === 0) return { streamId, events, appended: [], state: current, version, outbox: [] };
+    if (events.length === 0)
+      return { streamId, now, events, appended: [], state: current, version, outbox: [] };
 
     const meta: EventMeta = { correlationId: randomUUID(), pod: this.deps.pod, ...options.meta };
     const appended = await appendEvents(
@@ -182,7 +174,7 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
     }
     await store.save(tx, streamId, state, version + events.length, version);
     await writeOutbox(tx, outbox);
-    return { streamId, events, appended, state, version: version + events.length, outbox };
+    return { streamId, now, events, appended, state, version: version + events.length, outbox };
   }
 
   /**
@@ -250,6 +242,7 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
       outbox.push(...messages);
       results.push({
         streamId: stream.streamId,
+        now,
         events,
         appended: mine,
         state,

@@ -26,13 +26,11 @@
  * after heads are marked sent, the relay wakes each key's next head, and maintenance wakes any head a
  * crash left waiting. A failing head holds back only its own key; a dead one parks it.
  */
-import { wakeKeyHeads, wakeWaitingHeads } from '../adapters/postgres/outbox-order-queries.js';
+import { wakeKeyHeads } from '../adapters/postgres/outbox-order-queries.js';
 import {
   claimOutboxBatch,
   markSent,
   nextDueInMs,
-  pruneSent,
-  recoverDead,
   releaseClaims,
   scheduleRetry,
 } from '../adapters/postgres/outbox-queries.js';
@@ -81,8 +79,6 @@ export interface OutboxRelayOptions {
   /** Jitter for row retries. Default 'equal': a row's delay never shrinks between attempts. */
   jitter?: JitterMode;
   random?: RandomSource;
-  /** Dead-row recovery and pruning period. Default 30 s. */
-  maintenanceIntervalMs?: number;
   hooks?: OutboxRelayHooks;
 }
 
@@ -99,14 +95,8 @@ export interface RelayCounters {
   claimed: number;
   /** Claimed rows handed back unpublished (stop). */
   released: number;
-  /** Dead rows re-queued by maintenance. */
-  recovered: number;
-  /** Sent rows pruned by maintenance. */
-  pruned: number;
   /** Ordered rows the claim moved to waiting behind an earlier row of their key. */
   deferred: number;
-  /** Waiting heads woken by maintenance (a relay died between a mark and its wake-up). */
-  woken: number;
 }
 
 /** Retrying the database: quick at first, never slower than every 5 s (it coming back is the normal case). */
@@ -117,10 +107,6 @@ const BROKER_PROBE_MAX_MS = 5_000;
 const NEVER_DEAD = 2_147_483_647;
 /** Shortest idle sleep when a row is already due but could not be claimed (locked by another relay). */
 const MIN_IDLE_MS = 10;
-const RECOVER_LIMIT = 1_000;
-const PRUNE_LIMIT = 10_000;
-/** Upper bound on statements per maintenance run, so pruning a huge backlog cannot starve the loop. */
-const MAX_MAINTENANCE_ROUNDS = 50;
 
 export class OutboxRelay {
   readonly counters: RelayCounters = {
@@ -130,10 +116,7 @@ export class OutboxRelay {
     batches: 0,
     claimed: 0,
     released: 0,
-    recovered: 0,
-    pruned: 0,
     deferred: 0,
-    woken: 0,
   };
 
   private readonly db: Database;
@@ -152,8 +135,6 @@ export class OutboxRelay {
   private progress: (() => void) | undefined;
   private brokerFailures = 0;
   private pausedUntil = 0;
-  private maintenanceTimer: NodeJS.Timeout | undefined;
-  private maintenanceRunning: Promise<unknown> | undefined;
 
   constructor(private readonly options: OutboxRelayOptions) {
     this.db = options.db;
@@ -172,7 +153,7 @@ export class OutboxRelay {
   }
 
   /**
-   * Starts the loop and periodic maintenance. Resolves once the relay listens for wake-ups (the loop
+   * Starts the loop. Resolves once the relay listens for wake-ups (the loop
    * runs before that; while the database is down this waits for it).
    */
   async start(): Promise<void> {
@@ -192,10 +173,6 @@ export class OutboxRelay {
         this.logger.error({ err: error, attempt, delayMs }, 'relay loop failed; retrying'),
     });
     this.loop.start();
-    const interval = this.options.maintenanceIntervalMs ?? 30_000;
-    this.maintenanceTimer = setInterval(() => this.maintainInBackground(), interval);
-    this.maintenanceTimer.unref();
-    this.maintainInBackground();
     if (this.options.listener) {
       try {
         await this.options.listener.subscribe(channels.outbox(this.db.schema), () => this.wake());
@@ -212,11 +189,8 @@ export class OutboxRelay {
    */
   async stop(): Promise<void> {
     this.stopping = true;
-    if (this.maintenanceTimer) clearInterval(this.maintenanceTimer);
-    this.maintenanceTimer = undefined;
     await this.loop?.stop();
     await Promise.all(this.tasks);
-    await this.maintenanceRunning;
     this.loop = undefined;
     this.logger.info({ counters: this.counters }, 'relay stopped');
   }
@@ -240,55 +214,6 @@ export class OutboxRelay {
     await this.pump(false);
     await Promise.all(this.tasks);
     return { ...this.counters };
-  }
-
-  /**
-   * Re-queues dead rows past their cooldown (bounded rounds), prunes sent rows past retention, and
-   * wakes ordered key heads left waiting.
-   */
-  async runMaintenance(): Promise<{ recovered: number; pruned: number; woken: number }> {
-    let recovered = 0;
-    for (let round = 0; round < MAX_MAINTENANCE_ROUNDS; round++) {
-      const count = await recoverDead(this.db, {
-        cooldownSeconds: this.settings.recoveryCooldownSeconds,
-        maxRounds: this.settings.recoveryMaxRounds,
-        limit: RECOVER_LIMIT,
-      });
-      recovered += count;
-      if (count < RECOVER_LIMIT) break;
-    }
-    let pruned = 0;
-    for (let round = 0; round < MAX_MAINTENANCE_ROUNDS; round++) {
-      const count = await pruneSent(this.db, {
-        retentionHours: this.settings.retentionHours,
-        limit: PRUNE_LIMIT,
-      });
-      pruned += count;
-      if (count < PRUNE_LIMIT) break;
-    }
-    const woken = (await wakeWaitingHeads(this.db)).length;
-    this.counters.recovered += recovered;
-    this.counters.pruned += pruned;
-    this.counters.woken += woken;
-    if (recovered > 0) {
-      this.logger.info({ recovered }, 'dead outbox rows re-queued after cooldown');
-      this.wake();
-    }
-    if (woken > 0) {
-      this.logger.warn({ woken }, 'ordered key heads were left waiting; woken');
-      this.wake();
-    }
-    if (pruned > 0) this.logger.debug({ pruned }, 'sent outbox rows pruned');
-    return { recovered, pruned, woken };
-  }
-
-  private maintainInBackground(): void {
-    if (this.maintenanceRunning || this.stopping) return;
-    this.maintenanceRunning = this.runMaintenance()
-      .catch((error: unknown) => this.logger.warn({ err: error }, 'outbox maintenance failed; will retry'))
-      .finally(() => {
-        this.maintenanceRunning = undefined;
-      });
   }
 
   /**

@@ -8,7 +8,7 @@
  * holds them, and through receipts (which keep message id → event position) always.
  *
  * `stateAt` folds the events recorded up to a time with the pure `evolve` of the stream type's state
- * model (state-models.ts). Everything is read in one repeatable-read snapshot.
+ * model (from the registry). Everything is read in one repeatable-read snapshot.
  */
 
 import { SNAPSHOT_READ_ONLY } from '../adapters/postgres/cursor-queries.js';
@@ -21,9 +21,10 @@ import {
   outboxForEvents,
 } from '../adapters/postgres/replay-queries.js';
 import { NotFoundError, ValidationError } from '../errors.js';
+import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { StoredEvent } from '../eventstore/types.js';
 import type { Database } from '../ports/database.js';
-import { STATE_MODELS, type StateModel, stateModelFor } from './state-models.js';
+import type { StateModel } from './state-models.js';
 
 export interface StreamRef {
   streamType: string;
@@ -115,7 +116,11 @@ export function foldEvents(
   return state;
 }
 
-export async function replayStream(db: Database, ref: StreamRef): Promise<StreamReplay> {
+export async function replayStream(
+  db: Database,
+  registry: AggregateRegistry,
+  ref: StreamRef,
+): Promise<StreamReplay> {
   return db.transaction(async (tx) => {
     await tx.query(SNAPSHOT_READ_ONLY);
     const events = await readStream(tx, ref.streamType, ref.streamId);
@@ -168,7 +173,7 @@ export async function replayStream(db: Database, ref: StreamRef): Promise<Stream
       const cause = text(e.meta.causationId);
       if (cause) messages.get(cause)?.effects.push(effect(e));
     }
-    const model = STATE_MODELS.get(ref.streamType);
+    const model = registry.stateModels.get(ref.streamType);
     for (const streamType of model?.messageEffectStreams ?? []) {
       for (const e of await readStreams(tx, streamType, ids))
         messages.get(e.streamId)?.effects.push(effect(e));
@@ -218,8 +223,13 @@ export async function replayStream(db: Database, ref: StreamRef): Promise<Stream
  * The state the stream had at `at` (ISO 8601 with an offset): the fold of the events recorded up to
  * and including that instant. Version 0 and the initial state when the stream did not exist yet.
  */
-export async function stateAt(db: Database, ref: StreamRef, at: string): Promise<StateAt> {
-  const model = stateModelFor(ref.streamType);
+export async function stateAt(
+  db: Database,
+  registry: AggregateRegistry,
+  ref: StreamRef,
+  at: string,
+): Promise<StateAt> {
+  const model = registry.stateModelFor(ref.streamType);
   const events = await db.transaction(async (tx) => {
     await tx.query(SNAPSHOT_READ_ONLY);
     return readStream(tx, ref.streamType, ref.streamId, { until: at });

@@ -1,7 +1,7 @@
 /**
  * The point-in-time sandbox (`herald replay --until <time> --into <schema>`): every state table as it
  * was at a time, rebuilt from the event log into a separate, new schema for SQL investigation, without
- * touching the live tables. For each stream type with a state model (state-models.ts) it creates the
+ * touching the live tables. For each registered stream type with a state model it creates the
  * table LIKE the live one, streams that type's events recorded up to the time through a cursor in
  * stream order (bounded memory, like verify), folds each stream with the pure `evolve` (invariant 8)
  * and inserts the states in batches. Views `event` and `publish_receipt` show the log up to the same
@@ -18,9 +18,9 @@ import {
   setLocalSearchPath,
 } from '../adapters/postgres/sandbox-queries.js';
 import { errorMessage, ValidationError } from '../errors.js';
+import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { Database } from '../ports/database.js';
 import { parseInstant } from './replay.js';
-import { STATE_MODELS, stateModelFor } from './state-models.js';
 
 export interface SandboxOptions {
   /** ISO 8601 with Z or an offset: events recorded up to and including this instant. */
@@ -49,7 +49,11 @@ export interface SandboxResult {
   ms: number;
 }
 
-export async function buildSandbox(db: Database, options: SandboxOptions): Promise<SandboxResult> {
+export async function buildSandbox(
+  db: Database,
+  registry: AggregateRegistry,
+  options: SandboxOptions,
+): Promise<SandboxResult> {
   const started = Date.now();
   const until = parseInstant(options.until, '--until');
   sandboxIdentifier(options.into);
@@ -58,7 +62,9 @@ export async function buildSandbox(db: Database, options: SandboxOptions): Promi
       schema: options.into,
     });
   }
-  const models = (options.streamTypes ?? [...STATE_MODELS.keys()]).map(stateModelFor);
+  const models = (options.streamTypes ?? [...registry.stateModels.keys()]).map((t) =>
+    registry.stateModelFor(t),
+  );
   const batchSize = options.batchSize ?? 10_000;
   const insertEvery = options.insertEvery ?? 1_000;
 
@@ -77,10 +83,10 @@ export async function buildSandbox(db: Database, options: SandboxOptions): Promi
         skipped: [],
       };
       let current: { streamId: string; state: unknown; version: number; failed: boolean } | null = null;
-      let ready: { state: unknown; version: number }[] = [];
+      let ready: { streamId: string; state: unknown; version: number }[] = [];
       const finish = () => {
         if (current && !current.failed && model.exists(current.state)) {
-          ready.push({ state: current.state, version: current.version });
+          ready.push({ streamId: current.streamId, state: current.state, version: current.version });
         }
       };
       const insert = async () => {

@@ -1,26 +1,11 @@
 /**
- * The registry of state models by stream type: for every aggregate with a state table (the inline
- * projection of invariant 1), how to fold its events with the pure decider (parse, then `evolve`) and
- * how to read and write its rows. Replay, verify and the point-in-time sandbox work on any stream type
- * listed here, which is how invariant 8 ("folding a stream's events through the pure evolve gives
- * exactly its state row") is checked for every aggregate, not just campaigns. A new aggregate adds one
- * entry.
+ * State models: for every registered aggregate (src/eventstore/registry.ts builds one from each
+ * descriptor), how to fold its events with the pure decider (parse, then `evolve`) and how to read and
+ * write its rows, with the aggregate's types erased. Replay, verify and the point-in-time sandbox work
+ * on any stream type with a state model, which is how invariant 8 ("folding a stream's events through
+ * the pure evolve gives exactly its state row") is checked for every aggregate.
  */
-import {
-  campaignsWithoutEvents,
-  loadCampaigns,
-  saveCampaigns,
-} from '../adapters/postgres/campaign-queries.js';
-import {
-  CAMPAIGN_STREAM_TYPE,
-  type CampaignEvent,
-  type CampaignState,
-  campaignDecider,
-  type ExistingCampaign,
-  parseCampaignEvent,
-} from '../domain/campaign.js';
 import type { Decider, DomainEvent } from '../domain/decider.js';
-import { ValidationError } from '../errors.js';
 import type { StoredEvent } from '../eventstore/types.js';
 import type { SqlClient } from '../ports/database.js';
 
@@ -46,7 +31,10 @@ export interface StateModel {
     streamIds: readonly string[],
   ): Promise<Map<string, { fields: StateFields; version: number }>>;
   /** Inserts folded states as rows (into whatever `table` resolves to on the connection's search_path). */
-  insertRows(sql: SqlClient, rows: readonly { state: unknown; version: number }[]): Promise<void>;
+  insertRows(
+    sql: SqlClient,
+    rows: readonly { streamId: string; state: unknown; version: number }[],
+  ): Promise<void>;
   /** Stream ids of rows no event explains (at most `limit`). */
   rowsWithoutEvents(sql: SqlClient, limit: number): Promise<string[]>;
   /** The key rows are stored under for a stream id. */
@@ -64,7 +52,10 @@ interface StateModelDefinition<State, Event extends DomainEvent> {
     sql: SqlClient,
     streamIds: readonly string[],
   ): Promise<Map<string, { state: State; version: number }>>;
-  insertRows(sql: SqlClient, rows: readonly { state: State; version: number }[]): Promise<void>;
+  insertRows(
+    sql: SqlClient,
+    rows: readonly { streamId: string; state: State; version: number }[],
+  ): Promise<void>;
   rowsWithoutEvents(sql: SqlClient, limit: number): Promise<string[]>;
   rowKey?(streamId: string): string;
 }
@@ -92,43 +83,9 @@ export function defineStateModel<State, Event extends DomainEvent>(
     insertRows: (sql, rows) =>
       definition.insertRows(
         sql,
-        rows.map((row) => ({ state: row.state as State, version: row.version })),
+        rows.map((row) => ({ streamId: row.streamId, state: row.state as State, version: row.version })),
       ),
     rowsWithoutEvents: definition.rowsWithoutEvents,
     rowKey: definition.rowKey ?? ((id) => id),
   };
-}
-
-export const campaignStateModel = defineStateModel<CampaignState, CampaignEvent>({
-  streamType: CAMPAIGN_STREAM_TYPE,
-  table: 'campaign',
-  // LineDeliveryDiscarded is appended to stream line_delivery/<message id> (src/campaigns/line-delivery-worker.ts).
-  messageEffectStreams: ['line_delivery'],
-  decider: campaignDecider,
-  parseEvent: parseCampaignEvent,
-  exists: (state) => state.status !== 'NONE',
-  loadRows: loadCampaigns,
-  insertRows: (sql, rows) =>
-    saveCampaigns(
-      sql,
-      rows.map((row) => ({ state: row.state as ExistingCampaign, version: row.version, expectedVersion: 0 })),
-    ),
-  rowsWithoutEvents: campaignsWithoutEvents,
-  // campaign.id is a uuid column: PostgreSQL returns it lower-case.
-  rowKey: (id) => id.toLowerCase(),
-});
-
-export const STATE_MODELS: ReadonlyMap<string, StateModel> = new Map([
-  [campaignStateModel.streamType, campaignStateModel],
-]);
-
-export function stateModelFor(streamType: string): StateModel {
-  const model = STATE_MODELS.get(streamType);
-  if (!model) {
-    throw new ValidationError(
-      `no state model for stream type '${streamType}' (known: ${[...STATE_MODELS.keys()].join(', ')})`,
-      { streamType },
-    );
-  }
-  return model;
 }

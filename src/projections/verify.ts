@@ -1,6 +1,8 @@
 /**
- * `herald verify`: checks invariant 8 for every stream of every stream type with a state model —
- * folding the stream's events through the pure `evolve` gives exactly its state row. Streaming in
+ * `herald verify`: checks invariant 8 for every stream of every registered stream type with a state
+ * model — folding the stream's events through the pure `evolve` gives exactly its state row — and
+ * that every stream type in the log is claimed by a registration (an aggregate or one of its side
+ * streams): a stream type nobody registered is reported, so a forgotten registration fails loudly. Streaming in
  * bounded memory: one server-side cursor over the events in (stream id, version) order, folded one
  * stream at a time; finished streams are compared with their rows every `compareEvery` streams (one
  * look-up by id), then dropped. Everything runs in one repeatable-read, read-only snapshot, so a live
@@ -13,11 +15,12 @@
  * that one stream; a green run never does.
  */
 import { SNAPSHOT_READ_ONLY } from '../adapters/postgres/cursor-queries.js';
-import { readStream, scanStreams } from '../adapters/postgres/event-queries.js';
+import { distinctStreamTypes, readStream, scanStreams } from '../adapters/postgres/event-queries.js';
 import { errorMessage } from '../errors.js';
+import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { StoredEvent } from '../eventstore/types.js';
 import type { Database, SqlClient } from '../ports/database.js';
-import { STATE_MODELS, type StateFields, type StateModel, stateModelFor } from './state-models.js';
+import type { StateFields, StateModel } from './state-models.js';
 
 export interface EventRef {
   version: number;
@@ -26,7 +29,13 @@ export interface EventRef {
   recordedAt: Date;
 }
 
-export type DriftKind = 'field' | 'missing-row' | 'row-without-events' | 'unreplayable' | 'version-gap';
+export type DriftKind =
+  | 'field'
+  | 'missing-row'
+  | 'row-without-events'
+  | 'unreplayable'
+  | 'version-gap'
+  | 'unclaimed-stream-type';
 
 export interface Drift {
   kind: DriftKind;
@@ -56,7 +65,7 @@ export interface VerifyReport {
 }
 
 export interface VerifyOptions {
-  /** Default: every stream type with a state model. */
+  /** Default: every stream type with a state model, and the check that every stream type is claimed. */
   streamTypes?: readonly string[];
   /** Events per cursor fetch. */
   batchSize?: number;
@@ -86,9 +95,15 @@ const ref = (e: StoredEvent): EventRef => ({
 
 const same = (a: unknown, b: unknown) => a === b || JSON.stringify(a) === JSON.stringify(b);
 
-export async function verifyStates(db: Database, options: VerifyOptions = {}): Promise<VerifyReport> {
+export async function verifyStates(
+  db: Database,
+  registry: AggregateRegistry,
+  options: VerifyOptions = {},
+): Promise<VerifyReport> {
   const started = Date.now();
-  const models = (options.streamTypes ?? [...STATE_MODELS.keys()]).map(stateModelFor);
+  const models = (options.streamTypes ?? [...registry.stateModels.keys()]).map((t) =>
+    registry.stateModelFor(t),
+  );
   const batchSize = options.batchSize ?? 10_000;
   const compareEvery = options.compareEvery ?? 2_000;
   const maxDrifts = options.maxDrifts ?? 1_000;
@@ -169,6 +184,24 @@ export async function verifyStates(db: Database, options: VerifyOptions = {}): P
             replay: 'no events',
             firstDifferingEvent: null,
             detail: `a ${model.table} row exists but stream ${model.streamType}/${streamId} has no events`,
+          },
+        ]);
+      }
+    }
+    if (options.streamTypes === undefined) {
+      const claimed = new Set(registry.streamTypes);
+      for (const streamType of await distinctStreamTypes(tx)) {
+        if (claimed.has(streamType)) continue;
+        record([
+          {
+            kind: 'unclaimed-stream-type',
+            streamType,
+            streamId: '*',
+            field: null,
+            row: 'unregistered',
+            replay: 'not verified',
+            firstDifferingEvent: null,
+            detail: `the log holds '${streamType}' events but no registered aggregate claims that stream type (registered: ${[...claimed].join(', ')}); register its descriptor or side stream`,
           },
         ]);
       }

@@ -1,38 +1,80 @@
 /**
- * `herald worker`: the built-in consumers. For now the LINE delivery worker of seed 000 (destination
- * re-check by status and epoch, heartbeat during sends, completion in the inbox transaction).
+ * `herald worker`: the built-in consumers of every registered aggregate (for campaigns, the LINE
+ * delivery worker of seed 000), one consumer per source queue or topic, on RabbitMQ or Kafka as each
+ * definition says. Every consumer runs the toolkit's one delivery policy: inbox de-duplication in the
+ * handler's transaction (invariant 4), permanent vs transient errors, retry and dead-letter copies.
  */
-import { LineDeliveryWorker } from '../campaigns/line-delivery-worker.js';
-import type { HeraldConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
-import type { Logger } from '../logger.js';
-import { aborted, createRuntime } from './runtime.js';
+import type { ConsumerDefinition } from '../eventstore/registry.js';
+import { aborted, type RoleDefinition, type Runtime } from '../runtime/runtime.js';
+import { type Consumer, consume } from '../worker/consume.js';
+import { consumeKafka } from '../worker/consume-kafka.js';
 
-export async function runWorker(config: HeraldConfig, logger: Logger, signal: AbortSignal): Promise<void> {
-  if (!config.amqpUrl) throw new ConfigError('AMQP_URL', 'is required by the worker');
-  const log = logger.child({ role: 'worker' });
-  const runtime = createRuntime(config, log, 'herald-worker');
-  const worker = new LineDeliveryWorker({
-    handler: runtime.handler,
-    logger: log,
-    heartbeatMs: config.scanner.heartbeatMs,
-  });
-  const consumers = await worker.start(
-    { db: runtime.db, amqp: config.amqpUrl, logger: log },
-    {
-      prefetch: config.consumer.prefetch,
-      maxAttempts: config.consumer.maxAttempts,
-      retryDelayMs: config.consumer.retryDelayMs,
-      queueType: config.amqpQueueType,
-      signal,
-    },
-  );
-  try {
-    log.info({ queues: consumers.map((c) => c.queue) }, 'worker started');
-    await aborted(signal);
-  } finally {
-    await Promise.all(consumers.map((c) => c.stop({ timeoutMs: 30_000 })));
-    await runtime.close();
-    log.info({ consumers: consumers.map((c) => ({ queue: c.queue, ...c.stats })) }, 'worker stopped');
+function startConsumer(
+  runtime: Runtime,
+  definition: ConsumerDefinition,
+  source: string,
+  signal: AbortSignal,
+): Promise<Consumer> {
+  const { config, db, logger } = runtime;
+  const common = {
+    consumer: definition.consumer,
+    parse: definition.parse,
+    maxAttempts: config.consumer.maxAttempts,
+    retryDelayMs: config.consumer.retryDelayMs,
+    signal,
+  };
+  if (definition.transport === 'kafka') {
+    if (config.kafkaBrokers.length === 0) {
+      throw new ConfigError(
+        'KAFKA_BROKERS',
+        `is required by the worker (consumer ${definition.consumer} reads ${source})`,
+      );
+    }
+    return consumeKafka({ db, brokers: config.kafkaBrokers, logger }, source, definition.handler, {
+      ...common,
+      topicPartitions: config.kafka.topicPartitions,
+      replicationFactor: config.kafka.replicationFactor,
+    });
   }
+  if (!config.amqpUrl) {
+    throw new ConfigError(
+      'AMQP_URL',
+      `is required by the worker (consumer ${definition.consumer} reads ${source})`,
+    );
+  }
+  return consume({ db, amqp: config.amqpUrl, logger }, source, definition.handler, {
+    ...common,
+    prefetch: config.consumer.prefetch,
+    queueType: config.amqpQueueType,
+  });
 }
+
+export const workerRole: RoleDefinition = {
+  summary: 'built-in consumers of every registered aggregate (LINE campaign delivery)',
+  async run(runtime, signal) {
+    const { logger: log, registry } = runtime;
+    const definitions = registry.consumers({
+      config: runtime.config,
+      db: runtime.db,
+      handler: runtime.handler,
+      logger: log,
+      wakeups: runtime.notifier,
+    });
+    const started = await Promise.allSettled(
+      definitions.flatMap((definition) =>
+        definition.sources.map((source) => startConsumer(runtime, definition, source, signal)),
+      ),
+    );
+    const consumers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    try {
+      const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+      if (failed && !signal.aborted) throw failed.reason;
+      log.info({ queues: consumers.map((c) => c.queue) }, 'worker started');
+      await aborted(signal);
+    } finally {
+      await Promise.all(consumers.map((c) => c.stop({ timeoutMs: 30_000 })));
+      log.info({ consumers: consumers.map((c) => ({ queue: c.queue, ...c.stats })) }, 'worker stopped');
+    }
+  },
+};

@@ -18,6 +18,8 @@ export interface SweepResult {
 
 export interface Sweeper {
   readonly name: string;
+  /** Counters for the stop log line and metrics (claimed, reclaimed, …). */
+  readonly stats?: Readonly<Record<string, number>>;
   sweep(): Promise<SweepResult>;
   /** Milliseconds until this sweeper has work again (null: nothing scheduled). */
   nextDueInMs(): Promise<number | null>;

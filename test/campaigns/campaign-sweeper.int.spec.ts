@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CampaignSweeper } from '../../src/campaigns/campaign-sweeper.js';
+import { CampaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { Scanner } from '../../src/scanner/scanner.js';

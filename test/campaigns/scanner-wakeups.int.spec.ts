@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoalescingNotifier, PgWakeupListener } from '../../src/adapters/postgres/notifications.js';
-import { CampaignService } from '../../src/campaigns/campaign-service.js';
-import { CampaignSweeper } from '../../src/campaigns/campaign-sweeper.js';
+import { CampaignService } from '../../src/aggregates/campaign/service.js';
+import { CampaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { channels } from '../../src/ports/wakeups.js';
@@ -25,8 +25,8 @@ describe('scanner wake-ups', () => {
   it('a campaign scheduled during a long poll is claimed at its due time, woken by NOTIFY', async () => {
     const notifier = new CoalescingNotifier(t.db, 20);
     const listener = new PgWakeupListener({ url: t.url, schema: t.schema });
-    const handler = new CommandHandler({ db: t.db, wakeups: notifier });
-    const service = new CampaignService({ db: t.db, handler, wakeups: notifier, wakeHorizonMs: 60_000 });
+    const handler = new CommandHandler({ db: t.db, wakeups: notifier, wakeHorizonMs: 60_000 });
+    const service = new CampaignService({ db: t.db, handler });
     const scanner = new Scanner({
       sweepers: [new CampaignSweeper({ db: t.db, handler, logger: silentLogger })],
       pollIntervalMs: 600_000, // the fallback poll never fires during this test

@@ -15,12 +15,11 @@ import { RedisLock } from '../../src/adapters/redis/redis-lock.js';
 import {
   CampaignTick,
   type CampaignTickOptions,
-  PROCESS_CAMPAIGN_QUEUE,
   TICK_EVENT_TYPE,
   TICK_KEY_TTL_SECONDS,
-  TICK_STREAM_TYPE,
   tickPeriodKey,
-} from '../../src/campaigns/tick.js';
+} from '../../src/aggregates/campaign/tick.js';
+import { PROCESS_CAMPAIGN_QUEUE, TICK_STREAM_TYPE } from '../../src/aggregates/campaign/topology.js';
 import { databaseNow } from '../../src/eventstore/command-handler.js';
 import { type Logger, silentLogger } from '../../src/logger.js';
 import { createTestDatabase, requireEnv, type TestDatabase, uniqueName } from '../support/services.js';

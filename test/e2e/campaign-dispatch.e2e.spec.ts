@@ -7,13 +7,12 @@ import amqp from 'amqplib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { declareQueues } from '../../src/adapters/amqp/amqp-connection.js';
 import { countLineDeliveries } from '../../src/adapters/postgres/line-delivery-queries.js';
-import { CampaignSweeper } from '../../src/campaigns/campaign-sweeper.js';
 import {
-  LINE_QUEUES,
   LineDeliveryWorker,
   recordingLineDeliveryPort,
-} from '../../src/campaigns/line-delivery-worker.js';
-import { HERALD_QUEUES } from '../../src/campaigns/topology.js';
+} from '../../src/aggregates/campaign/line-delivery.js';
+import { CampaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
+import { HERALD_QUEUES, LINE_QUEUES } from '../../src/aggregates/campaign/topology.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { Scanner } from '../../src/scanner/scanner.js';

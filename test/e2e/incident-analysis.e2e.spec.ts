@@ -13,8 +13,8 @@ import {
   readDispatchStats,
 } from '../../src/adapters/postgres/dispatch-stats-queries.js';
 import { pruneSent } from '../../src/adapters/postgres/outbox-queries.js';
-import { LINE_QUEUES } from '../../src/campaigns/line-delivery-worker.js';
-import { HERALD_QUEUES } from '../../src/campaigns/topology.js';
+import { HERALD_QUEUES, LINE_QUEUES } from '../../src/aggregates/campaign/topology.js';
+import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { replayStream } from '../../src/projections/replay.js';
 import { campaignService, dbTimePlus, lineCampaign } from '../support/campaigns.js';
 import { herald } from '../support/cli.js';
@@ -103,7 +103,7 @@ describe('incident analysis end to end', () => {
     // The outbox forgets; the receipts do not.
     expect(await pruneSent(t.db, { retentionHours: 0, limit: 100 })).toBe(4);
     for (const id of ids) {
-      const replay = await replayStream(t.db, { streamType: 'campaign', streamId: id });
+      const replay = await replayStream(t.db, heraldRegistry, { streamType: 'campaign', streamId: id });
       const claims = replay.commands.filter((c) => c.messages.length > 0);
       expect(claims).toHaveLength(1);
       const [message] = claims[0]!.messages;

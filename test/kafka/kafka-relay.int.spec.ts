@@ -8,10 +8,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { listParkedKeys } from '../../src/adapters/postgres/outbox-order-queries.js';
 import { silentLogger } from '../../src/logger.js';
 import { requeueRow, skipRow } from '../../src/outbox/outbox-admin.js';
-import { runRelay } from '../../src/outbox/relay-role.js';
 import type { Consumer } from '../../src/worker/consume.js';
 import { consumeKafka, deadTopicName, retryTopicName } from '../../src/worker/consume-kafka.js';
 import { keyNames, seedOrdered } from '../outbox/support/ordered-fixtures.js';
+import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
 import { waitFor } from '../support/wait.js';
 import { firstDeliveriesByKey, type KafkaDelivery, KafkaFixture } from './support/kafka-fixture.js';
@@ -84,10 +84,13 @@ describe('relay → Kafka', () => {
       { consumer: 'e2e-consumer', concurrency: 4 },
     );
     const controller = new AbortController();
-    const relay = runRelay(
+    const relay = runTestRole(
+      'relay',
       database.config({ HERALD_RELAY_IDLE_POLL_MS: '200' }),
-      silentLogger,
       controller.signal,
+      {
+        logger: silentLogger,
+      },
     );
     try {
       await waitFor(() => consumer.stats.processed >= all.length, {

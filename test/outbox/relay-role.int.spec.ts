@@ -3,8 +3,10 @@ import { once } from 'node:events';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AggregateRegistry } from '../../src/eventstore/registry.js';
 import { silentLogger } from '../../src/logger.js';
-import { runRelay } from '../../src/outbox/relay-role.js';
+import { ledgerRegistration } from '../support/ledger-aggregate.js';
+import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase, uniqueName } from '../support/services.js';
 import { waitFor } from '../support/wait.js';
 import { BrokerFixture, deliveryStats, outboxCounts, seedOutbox } from './support/fixtures.js';
@@ -30,7 +32,11 @@ describe('relay role', () => {
     broker.adopt(queue);
     const seeded = await seedOutbox(database.db, { count: 200, destination: queue }); // queue does not exist yet
     const controller = new AbortController();
-    const running = runRelay(database.config(), silentLogger, controller.signal, { queues: [queue] });
+    const registry = new AggregateRegistry([ledgerRegistration(queue)]);
+    const running = runTestRole('relay', database.config(), controller.signal, {
+      registry,
+      logger: silentLogger,
+    });
 
     await waitFor(async () => (await outboxCounts(database.db)).sent === 200, { what: 'rows sent' });
     const received = await broker.consume(queue);

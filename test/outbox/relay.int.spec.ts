@@ -3,6 +3,7 @@ import { createDatabase } from '../../src/adapters/postgres/database.js';
 import { CoalescingNotifier, PgWakeupListener } from '../../src/adapters/postgres/notifications.js';
 import type { Database } from '../../src/ports/database.js';
 import { channels } from '../../src/ports/wakeups.js';
+import { maintenanceService } from '../support/maintenance.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/services.js';
 import { waitFor } from '../support/wait.js';
 import { BrokerFixture, deliveryStats, outboxCounts, seedOutbox } from './support/fixtures.js';
@@ -101,7 +102,7 @@ describe('OutboxRelay', () => {
   it('retries an unroutable row with backoff until dead, recovers it after the cooldown up to max rounds', async () => {
     const missing = uniqueName('herald_test_no_such_queue');
     await seedOutbox(database.db, { count: 1, destination: missing });
-    const { relay } = relays.make({
+    const { relay, config } = relays.make({
       HERALD_RELAY_MAX_ATTEMPTS: '3',
       HERALD_RELAY_BACKOFF_BASE_MS: '5',
       HERALD_RELAY_BACKOFF_MAX_MS: '50',
@@ -128,13 +129,14 @@ describe('OutboxRelay', () => {
     expect(relay.counters).toMatchObject({ published: 0, failed: 3, dead: 1 });
     expect(Math.max(...seenAttempts)).toBe(3);
 
-    expect(await relay.runMaintenance()).toMatchObject({ recovered: 1 });
+    const recovery = maintenanceService(config, database.db, 'outbox-recovery');
+    expect(await recovery.runOnce()).toBe(1);
     expect(await deadRow(1)).toMatchObject({ attempts: 3 });
-    expect(await relay.runMaintenance()).toMatchObject({ recovered: 1 });
+    expect(await recovery.runOnce()).toBe(1);
     expect(await deadRow(2)).toMatchObject({ attempts: 3 });
 
     // max rounds reached: it stays dead, with its error, for an operator to look at
-    expect(await relay.runMaintenance()).toMatchObject({ recovered: 0 });
+    expect(await recovery.runOnce()).toBe(0);
     const [final] = await selectRows(database.db);
     expect(final).toMatchObject({ status: 'dead', recovery_count: 2 });
     expect(relay.counters.dead).toBe(3);
@@ -225,18 +227,18 @@ describe('OutboxRelay', () => {
     const queue = await broker.queue('prune');
     await broker.consume(queue);
     await seedOutbox(database.db, { count: 30, destination: queue });
-    const { relay } = relays.make({ HERALD_RELAY_RETENTION_HOURS: '1' });
+    const { relay, config } = relays.make({ HERALD_RELAY_RETENTION_HOURS: '1' });
     await relay.drainOnce();
     await seedOutbox(database.db, { count: 5, destination: uniqueName('herald_test_not_published') }); // stays pending
     await database.db.query(
       `update outbox set sent_at = now() - interval '2 hours' where id in (select id from outbox where status = 'sent' order by id limit 20)`,
     );
 
-    expect(await relay.runMaintenance()).toMatchObject({ pruned: 20 });
+    expect(await maintenanceService(config, database.db, 'outbox-sent-pruning').runOnce()).toBe(20);
     expect(await outboxCounts(database.db)).toEqual({ sent: 10, pending: 5, dead: 0 });
 
-    const { relay: noRetention } = relays.make({ HERALD_RELAY_RETENTION_HOURS: '0' });
-    expect(await noRetention.runMaintenance()).toMatchObject({ pruned: 10 });
+    const noRetention = database.config({ HERALD_RELAY_RETENTION_HOURS: '0' });
+    expect(await maintenanceService(noRetention, database.db, 'outbox-sent-pruning').runOnce()).toBe(10);
     expect(await outboxCounts(database.db)).toEqual({ sent: 0, pending: 5, dead: 0 });
   });
 

@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { PublishReceipt } from '../../src/adapters/postgres/receipt-queries.js';
+import {
+  factFromEvent,
+  factFromReceipt,
+  tallyDispatchFacts,
+} from '../../src/aggregates/campaign/dispatch-stats.js';
 import type { StoredEvent } from '../../src/eventstore/types.js';
-import { factFromEvent, factFromReceipt, tallyDispatchFacts } from '../../src/projections/dispatch-stats.js';
 import { parseInstant, parseStreamRef } from '../../src/projections/replay.js';
 
 const A = '6f1c2a40-0000-4000-8000-000000000001';

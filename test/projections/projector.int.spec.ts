@@ -10,7 +10,7 @@ import {
 } from '../../src/adapters/postgres/dispatch-stats-queries.js';
 import { findLease } from '../../src/adapters/postgres/lease-queries.js';
 import { listCheckpoints } from '../../src/adapters/postgres/projection-queries.js';
-import { dispatchStatsProjection } from '../../src/projections/dispatch-stats.js';
+import { dispatchStatsProjection } from '../../src/aggregates/campaign/dispatch-stats.js';
 import { Projector } from '../../src/projections/projector.js';
 import { runDispatchLoad } from '../support/dispatch-load.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';

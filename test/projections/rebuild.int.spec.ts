@@ -9,7 +9,7 @@ import {
   readDispatchStats,
 } from '../../src/adapters/postgres/dispatch-stats-queries.js';
 import { acquireLease, releaseLease } from '../../src/adapters/postgres/lease-queries.js';
-import { dispatchStatsProjection } from '../../src/projections/dispatch-stats.js';
+import { dispatchStatsProjection } from '../../src/aggregates/campaign/dispatch-stats.js';
 import { Projector, rebuildProjection } from '../../src/projections/projector.js';
 import { runDispatchLoad } from '../support/dispatch-load.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';

@@ -8,8 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { campaignFromRow } from '../../src/adapters/postgres/campaign-queries.js';
 import { claimInbox } from '../../src/adapters/postgres/inbox-queries.js';
 import { claimOutboxForPublish, markSent, pruneSent } from '../../src/adapters/postgres/outbox-queries.js';
-import type { LineDispatchPayload } from '../../src/campaigns/campaign-aggregate.js';
-import { LINE_DELIVERY_CONSUMER, LineDeliveryWorker } from '../../src/campaigns/line-delivery-worker.js';
+import type { LineDispatchPayload } from '../../src/aggregates/campaign/descriptor.js';
+import { LineDeliveryWorker } from '../../src/aggregates/campaign/line-delivery.js';
+import { LINE_DELIVERY_CONSUMER } from '../../src/aggregates/campaign/topology.js';
+import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { exportJsonLines } from '../../src/projections/export.js';
@@ -57,11 +59,16 @@ describe('replay', () => {
     await service.pause(c.campaignId);
     const ref = { streamType: 'campaign', streamId: c.campaignId };
 
-    const then = await stateAt(t.db, ref, at);
+    const then = await stateAt(t.db, heraldRegistry, ref, at);
     expect(then).toMatchObject({ version: 2, lastEvent: { type: 'CampaignScheduled' } });
     expect((then.state as { status: string }).status).toBe('SCHEDULED');
-    expect(((await stateAt(t.db, ref, await dbNow())).state as { status: string }).status).toBe('PAUSED');
-    expect(await stateAt(t.db, ref, before)).toMatchObject({ version: 0, state: { status: 'NONE' } });
+    expect(
+      ((await stateAt(t.db, heraldRegistry, ref, await dbNow())).state as { status: string }).status,
+    ).toBe('PAUSED');
+    expect(await stateAt(t.db, heraldRegistry, ref, before)).toMatchObject({
+      version: 0,
+      state: { status: 'NONE' },
+    });
 
     const cli = await herald(t, ['replay', `campaign/${c.campaignId}`, '--at', at, '--json']);
     expect(cli.code).toBe(0);
@@ -103,7 +110,10 @@ describe('replay', () => {
     });
     expect(await pruneSent(t.db, { retentionHours: 0, limit: 100 })).toBeGreaterThan(0);
 
-    const replay = await replayStream(t.db, { streamType: 'campaign', streamId: c.campaignId });
+    const replay = await replayStream(t.db, heraldRegistry, {
+      streamType: 'campaign',
+      streamId: c.campaignId,
+    });
     expect(replay.events.map((e) => e.type)).toEqual([
       'CampaignCreated',
       'CampaignActivated',
@@ -162,7 +172,7 @@ describe('replay', () => {
     const late = await service.create(lineCampaign({ name: 'created after T' }));
     const liveBefore = await t.db.query('select * from campaign order by id');
 
-    const result = await buildSandbox(t.db, { until: T, into: 'sandbox_t' });
+    const result = await buildSandbox(t.db, heraldRegistry, { until: T, into: 'sandbox_t' });
     const { rows } = await t.db.query<Parameters<typeof campaignFromRow>[0]>(
       'select * from sandbox_t.campaign',
     );
@@ -172,7 +182,7 @@ describe('replay', () => {
     const { rows: ids } = await t.db.query<{ id: string }>('select id::text as id from campaign');
     let present = 0;
     for (const { id } of ids) {
-      const at = await stateAt(t.db, { streamType: 'campaign', streamId: id }, T);
+      const at = await stateAt(t.db, heraldRegistry, { streamType: 'campaign', streamId: id }, T);
       if (at.version === 0) {
         expect(sandbox.has(id)).toBe(false);
         continue;

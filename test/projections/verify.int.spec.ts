@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { verifyStates } from '../../src/projections/verify.js';
 import { campaignService, dbTimePlus, lineCampaign } from '../support/campaigns.js';
 import { herald } from '../support/cli.js';
@@ -45,13 +46,13 @@ describe('verify', () => {
     });
     let runs = 0;
     while (!done || runs < 2) {
-      const report = await verifyStates(t.db, { batchSize: 13, compareEvery: 5 });
+      const report = await verifyStates(t.db, heraldRegistry, { batchSize: 13, compareEvery: 5 });
       expect(report.drifts).toEqual([]);
       expect(report.driftedStreams).toBe(0);
       runs++;
     }
     await load;
-    const final = await verifyStates(t.db);
+    const final = await verifyStates(t.db, heraldRegistry);
     expect(final).toMatchObject({ streamTypes: ['campaign'], streams: 65, driftedStreams: 0 });
     const { rows } = await t.db.query<{ n: number }>(
       "select count(*)::int as n from event where stream_type = 'campaign'",
@@ -78,7 +79,7 @@ describe('verify', () => {
       [orphan, renamed],
     );
 
-    const report = await verifyStates(t.db, { batchSize: 7, compareEvery: 3 });
+    const report = await verifyStates(t.db, heraldRegistry, { batchSize: 7, compareEvery: 3 });
     expect(report.driftedStreams).toBe(5);
     const drift = (id: string) => report.drifts.filter((d) => d.streamId === id);
     expect(drift(stuck)).toEqual([

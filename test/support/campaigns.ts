@@ -1,5 +1,5 @@
 /** Fixtures for campaign tests: a service wired to a test database, and campaign inputs. */
-import { CampaignService } from '../../src/campaigns/campaign-service.js';
+import { CampaignService } from '../../src/aggregates/campaign/service.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import type { Database } from '../../src/ports/database.js';
 

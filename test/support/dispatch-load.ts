@@ -13,8 +13,8 @@ import {
   markSent,
   scheduleRetry,
 } from '../../src/adapters/postgres/outbox-queries.js';
-import { campaignAggregate } from '../../src/campaigns/campaign-aggregate.js';
-import { DELIVERY_STREAM_TYPE } from '../../src/campaigns/line-delivery-worker.js';
+import { campaignAggregate } from '../../src/aggregates/campaign/descriptor.js';
+import { LINE_DELIVERY_STREAM_TYPE as DELIVERY_STREAM_TYPE } from '../../src/aggregates/campaign/topology.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import type { Database, SqlClient } from '../../src/ports/database.js';
 import { lineCampaign } from './campaigns.js';

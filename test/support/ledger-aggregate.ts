@@ -1,12 +1,14 @@
 /**
- * A minimal aggregate used to test the event store and command handler in isolation from Herald's
- * business aggregates: a ledger that can be opened, credited and closed; each credit causes one
- * outbox message. Its state table is created by `createLedgerTable`.
+ * A minimal aggregate used to test the event store, the command handler and the registry in isolation
+ * from Herald's business aggregates: a ledger that can be opened, credited and closed; each credit
+ * causes one outbox message. Its state table is created by `createLedgerTable`; `ledgerRegistration`
+ * registers it (descriptor, state table mapping, its queue) the way a real aggregate is registered.
  */
 
 import type { Decider } from '../../src/domain/decider.js';
-import { ConcurrencyError, IllegalStateError } from '../../src/errors.js';
-import type { Aggregate, StateStore } from '../../src/eventstore/command-handler.js';
+import { ConcurrencyError, IllegalStateError, ValidationError } from '../../src/errors.js';
+import type { AggregateDescriptor, StateStore } from '../../src/eventstore/aggregate.js';
+import { defineAggregate, type RegisteredAggregate } from '../../src/eventstore/registry.js';
 import type { SqlClient } from '../../src/ports/database.js';
 
 export type LedgerState = { status: 'none' } | { status: 'open' | 'closed'; balance: number };
@@ -76,7 +78,11 @@ export const ledgerStore: StateStore<LedgerState> = {
   },
 };
 
-export function ledgerAggregate(queue: string): Aggregate<LedgerState, LedgerCommand, LedgerEvent> {
+const LEDGER_EVENTS = new Set(['Opened', 'Credited', 'Closed']);
+
+type LedgerRow = { id: string; status: 'open' | 'closed'; balance: string; version: number };
+
+export function ledgerAggregate(queue: string): AggregateDescriptor<LedgerState, LedgerCommand, LedgerEvent> {
   return {
     streamType: 'ledger',
     decider: ledgerDecider,
@@ -85,5 +91,49 @@ export function ledgerAggregate(queue: string): Aggregate<LedgerState, LedgerCom
       event.type === 'Credited'
         ? [{ destination: queue, payload: { ledgerId: streamId, amount: event.data.amount, state } }]
         : [],
+    stateTable: {
+      table: 'ledger',
+      parseEvent(raw) {
+        if (!LEDGER_EVENTS.has(raw.type)) throw new ValidationError(`not a ledger event: ${raw.type}`);
+        return raw as LedgerEvent;
+      },
+      exists: (state) => state.status !== 'none',
+      async loadRows(sql, ids) {
+        const { rows } = await sql.query<LedgerRow>(
+          'select id, status, balance, version from ledger where id = any($1)',
+          [ids],
+        );
+        return new Map(
+          rows.map((r) => [
+            r.id,
+            { state: { status: r.status, balance: Number(r.balance) }, version: r.version },
+          ]),
+        );
+      },
+      async insertRows(sql, rows) {
+        for (const row of rows) {
+          if (row.state.status === 'none') continue;
+          await sql.query('insert into ledger (id, status, balance, version) values ($1, $2, $3, $4)', [
+            row.streamId,
+            row.state.status,
+            row.state.balance,
+            row.version,
+          ]);
+        }
+      },
+      async rowsWithoutEvents(sql, limit) {
+        const { rows } = await sql.query<{ id: string }>(
+          `select id from ledger l where not exists
+             (select 1 from event e where e.stream_type = 'ledger' and e.stream_id = l.id) order by id limit $1`,
+          [limit],
+        );
+        return rows.map((r) => r.id);
+      },
+    },
   };
+}
+
+/** The ledger registered like any aggregate: its descriptor and the queue its credits go to. */
+export function ledgerRegistration(queue: string): RegisteredAggregate {
+  return defineAggregate({ aggregate: ledgerAggregate(queue), topology: { amqpQueues: [queue] } });
 }

@@ -1,30 +1,58 @@
 /** Runs Herald's long-running roles in the test process, stopped through one AbortController. */
-import { HERALD_QUEUES } from '../../src/campaigns/topology.js';
+import { heraldRegistry } from '../../src/aggregates/registry.js';
 import type { HeraldConfig } from '../../src/config.js';
-import { createLogger, silentLogger } from '../../src/logger.js';
-import { runRelay } from '../../src/outbox/relay-role.js';
-import { runProjector } from '../../src/roles/projector-role.js';
-import { runScanner } from '../../src/roles/scanner-role.js';
-import { runWorker } from '../../src/roles/worker-role.js';
+import type { AggregateRegistry } from '../../src/eventstore/registry.js';
+import { createLogger, type Logger, silentLogger } from '../../src/logger.js';
+import { maintenanceRole } from '../../src/roles/maintenance-role.js';
+import { projectorRole } from '../../src/roles/projector-role.js';
+import { relayRole } from '../../src/roles/relay-role.js';
+import { scannerRole } from '../../src/roles/scanner-role.js';
+import { workerRole } from '../../src/roles/worker-role.js';
+import { type RoleDefinition, runRole } from '../../src/runtime/runtime.js';
 
 export interface RunningRoles {
   stop(): Promise<void>;
 }
 
-export function startRoles(
-  config: HeraldConfig,
-  roles: { relay?: boolean; scanner?: boolean; worker?: boolean; projector?: boolean },
-): RunningRoles {
-  const controller = new AbortController();
-  // HERALD_TEST_LOG=debug shows the roles' logs when a test needs investigating.
-  const logger = process.env.HERALD_TEST_LOG
+const ROLES = {
+  relay: relayRole,
+  scanner: scannerRole,
+  worker: workerRole,
+  projector: projectorRole,
+  maintenance: maintenanceRole,
+} as const satisfies Record<string, RoleDefinition>;
+
+/** HERALD_TEST_LOG=debug shows the roles' logs when a test needs investigating. */
+export function testLogger(): Logger {
+  return process.env.HERALD_TEST_LOG
     ? createLogger({ level: process.env.HERALD_TEST_LOG, pod: 'test' })
     : silentLogger;
-  const running: Promise<void>[] = [];
-  if (roles.relay) running.push(runRelay(config, logger, controller.signal, { queues: HERALD_QUEUES }));
-  if (roles.scanner) running.push(runScanner(config, logger, controller.signal));
-  if (roles.worker) running.push(runWorker(config, logger, controller.signal));
-  if (roles.projector) running.push(runProjector(config, logger, controller.signal));
+}
+
+/** Runs one role as the CLI would (its own runtime), until `signal` aborts. */
+export function runTestRole(
+  name: keyof typeof ROLES,
+  config: HeraldConfig,
+  signal: AbortSignal,
+  options: { registry?: AggregateRegistry; logger?: Logger } = {},
+): Promise<void> {
+  return runRole(name, ROLES[name], {
+    config,
+    logger: options.logger ?? testLogger(),
+    registry: options.registry ?? heraldRegistry,
+    signal,
+  });
+}
+
+export function startRoles(
+  config: HeraldConfig,
+  roles: Partial<Record<keyof typeof ROLES, boolean>>,
+  options: { registry?: AggregateRegistry } = {},
+): RunningRoles {
+  const controller = new AbortController();
+  const running = (Object.keys(ROLES) as (keyof typeof ROLES)[])
+    .filter((name) => roles[name])
+    .map((name) => runTestRole(name, config, controller.signal, options));
   const all = Promise.all(running);
   all.catch(() => {}); // surfaced by stop()
   return {

@@ -53,6 +53,20 @@ export const READ_STREAMS = `
    where stream_type = $1 and stream_id = any($2::text[])
    order by stream_id, version`;
 
+/**
+ * The distinct stream types in the log, by a loose index scan of the (stream_type, stream_id, version)
+ * unique index: one index descent per stream type, however many events there are.
+ */
+export const DISTINCT_STREAM_TYPES = `
+  with recursive types (stream_type) as (
+    (select stream_type from event order by stream_type limit 1)
+    union all
+    select (select e.stream_type from event e where e.stream_type > t.stream_type order by e.stream_type limit 1)
+      from types t
+     where t.stream_type is not null
+  )
+  select stream_type from types where stream_type is not null`;
+
 /** Export: events recorded in [from, to), optionally of some stream types, in time order (a cursor query). */
 export const EXPORT_EVENTS = `
   select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
@@ -218,4 +232,9 @@ export function exportEvents(
     },
     (rows) => handle(rows.map(toStoredEvent)),
   );
+}
+
+export async function distinctStreamTypes(sql: SqlClient): Promise<string[]> {
+  const { rows } = await sql.query<{ stream_type: string }>(DISTINCT_STREAM_TYPES);
+  return rows.map((row) => row.stream_type);
 }

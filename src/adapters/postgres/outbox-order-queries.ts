@@ -88,7 +88,7 @@ export const PARKED_KEYS = `
  */
 export const SKIP_DEAD = `
   update outbox
-     set status = 'skipped', locked_until = null, locked_by = null,
+     set status = 'skipped', skipped_at = now(), locked_until = null, locked_by = null,
          last_error = left('skipped by ' || $2 || ': ' || $3 || coalesce('; last error: ' || last_error, ''), 2000)
    where id = $1 and status = 'dead'
   returning id, message_id, sink, destination, partition_key, ordered`;

@@ -29,7 +29,6 @@ export class KafkaRelayHarness {
     const relay = new OutboxRelay({
       db: this.database.db,
       owner: `kafka-test-${this.made.length + 1}`,
-      maintenanceIntervalMs: 3_600_000, // tests run maintenance explicitly
       ...extra,
       sinks: { kafka: sink },
       settings: config.relay,

@@ -29,7 +29,6 @@ export class RelayHarness {
     const relay = new OutboxRelay({
       db: this.database.db,
       owner: `test-${this.made.length + 1}`,
-      maintenanceIntervalMs: 3_600_000, // tests run maintenance explicitly
       ...extra,
       sinks: { amqp: sink },
       settings: config.relay,

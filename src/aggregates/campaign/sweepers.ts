@@ -11,15 +11,16 @@ import {
   lockDueCampaigns,
   lockStaleClaims,
   nextCampaignDueInMs,
-} from '../adapters/postgres/campaign-queries.js';
-import type { CampaignCommand, CampaignEvent, CampaignState } from '../domain/campaign.js';
-import type { AggregateCommands, CommandHandler, LoadedStream } from '../eventstore/command-handler.js';
-import type { Logger } from '../logger.js';
-import { HEADER } from '../messaging/headers.js';
-import type { Database } from '../ports/database.js';
-import { channels, type WakeupSignal } from '../ports/wakeups.js';
-import type { Sweeper, SweepResult } from '../scanner/scanner.js';
-import { campaignAggregate } from './campaign-aggregate.js';
+} from '../../adapters/postgres/campaign-queries.js';
+import type { CampaignCommand, CampaignEvent, CampaignState } from '../../domain/campaign.js';
+import type { LoadedStream } from '../../eventstore/aggregate.js';
+import type { AggregateCommands, CommandHandler } from '../../eventstore/command-handler.js';
+import type { Logger } from '../../logger.js';
+import { HEADER } from '../../messaging/headers.js';
+import type { Database } from '../../ports/database.js';
+import { channels, type WakeupSignal } from '../../ports/wakeups.js';
+import type { Sweeper, SweepResult } from '../../scanner/scanner.js';
+import { campaignAggregate } from './descriptor.js';
 
 export interface CampaignSweeperOptions {
   db: Database;

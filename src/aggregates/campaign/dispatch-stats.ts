@@ -11,19 +11,19 @@
  * whose `organization_id`, `channel` and `cast_type` are set by CampaignCreated and never change, so
  * the answer does not depend on when the projector runs (a rebuild gets the same keys).
  */
-import { type CampaignDispatchKey, campaignDispatchKeys } from '../adapters/postgres/campaign-queries.js';
+import { type CampaignDispatchKey, campaignDispatchKeys } from '../../adapters/postgres/campaign-queries.js';
 import {
   addDispatchStatsRows,
   type DispatchCounter,
   type DispatchStatsRow,
   type DispatchStatsTable,
-} from '../adapters/postgres/dispatch-stats-queries.js';
-import type { PublishReceipt } from '../adapters/postgres/receipt-queries.js';
-import { DELIVERY_STREAM_TYPE } from '../campaigns/line-delivery-worker.js';
-import { CAMPAIGN_STREAM_TYPE, campaignDestination } from '../domain/campaign.js';
-import type { StoredEvent } from '../eventstore/types.js';
-import type { SqlClient } from '../ports/database.js';
-import type { Projection, ProjectionTarget } from './projection.js';
+} from '../../adapters/postgres/dispatch-stats-queries.js';
+import type { PublishReceipt } from '../../adapters/postgres/receipt-queries.js';
+import { CAMPAIGN_STREAM_TYPE, campaignDestination } from '../../domain/campaign.js';
+import type { StoredEvent } from '../../eventstore/types.js';
+import type { SqlClient } from '../../ports/database.js';
+import type { Projection, ProjectionTarget } from '../../projections/projection.js';
+import { LINE_DELIVERY_STREAM_TYPE as DELIVERY_STREAM_TYPE } from './topology.js';
 
 export const DISPATCH_STATS = 'dispatch_stats';
 

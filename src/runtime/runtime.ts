@@ -1,18 +1,22 @@
 /**
- * Shared wiring for long-running roles: the database pool, the coalescing NOTIFY sender, the
- * LISTEN connection and the command handler, built once per process from the validated config and
- * closed together on shutdown.
+ * The runtime every role is wired from, the same way: the database pool, the coalescing NOTIFY
+ * sender, the LISTEN connection, the command handler and the aggregate registry, built once per role
+ * from the validated config and closed together on shutdown. The command handler wakes the scanners
+ * for states due within their poll interval and the relays after outbox writes (invariant 7: wake-ups
+ * only cut latency).
  */
 import { createDatabase, type DatabaseOptions } from '../adapters/postgres/database.js';
 import { CoalescingNotifier, PgWakeupListener } from '../adapters/postgres/notifications.js';
 import type { HeraldConfig } from '../config.js';
 import { CommandHandler } from '../eventstore/command-handler.js';
+import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { Logger } from '../logger.js';
 import type { Database } from '../ports/database.js';
 
 export interface Runtime {
   config: HeraldConfig;
   logger: Logger;
+  registry: AggregateRegistry;
   db: Database;
   databaseOptions: DatabaseOptions;
   notifier: CoalescingNotifier;
@@ -21,20 +25,34 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-export function createRuntime(config: HeraldConfig, logger: Logger, applicationName: string): Runtime {
+export interface RuntimeOptions {
+  registry: AggregateRegistry;
+  /** Shown by PostgreSQL (pg_stat_activity.application_name). */
+  applicationName: string;
+  /** Pool size; default HERALD_DB_POOL_SIZE. */
+  poolSize?: number;
+}
+
+export function createRuntime(config: HeraldConfig, logger: Logger, options: RuntimeOptions): Runtime {
   const databaseOptions = {
     url: config.databaseUrl,
     schema: config.schema,
-    poolSize: config.dbPoolSize,
-    applicationName,
+    poolSize: options.poolSize ?? config.dbPoolSize,
+    applicationName: options.applicationName,
   };
   const db = createDatabase(databaseOptions);
   const notifier = new CoalescingNotifier(db, config.notifyCoalesceMs, logger);
   const listener = new PgWakeupListener(databaseOptions, logger);
-  const handler = new CommandHandler({ db, wakeups: notifier, pod: config.pod });
+  const handler = new CommandHandler({
+    db,
+    wakeups: notifier,
+    pod: config.pod,
+    wakeHorizonMs: config.scanner.pollMs,
+  });
   return {
     config,
     logger,
+    registry: options.registry,
     db,
     databaseOptions,
     notifier,
@@ -46,6 +64,32 @@ export function createRuntime(config: HeraldConfig, logger: Logger, applicationN
       await db.close();
     },
   };
+}
+
+/** A long-running process role (`herald scanner`, `herald relay`, …, and roles aggregates add). */
+export interface RoleDefinition {
+  readonly summary: string;
+  /** Runs until `signal` aborts, then finishes in-flight work and resolves; the runtime is closed after. */
+  run(runtime: Runtime, signal: AbortSignal): Promise<void>;
+}
+
+/** Runs a role on a runtime of its own, built from the config, and closes the runtime afterwards. */
+export async function runRole(
+  name: string,
+  role: RoleDefinition,
+  context: { config: HeraldConfig; logger: Logger; registry: AggregateRegistry; signal: AbortSignal },
+): Promise<void> {
+  const logger = context.logger.child({ role: name });
+  for (const warning of context.config.warnings) logger.warn({ setting: true }, warning);
+  const runtime = createRuntime(context.config, logger, {
+    registry: context.registry,
+    applicationName: `herald-${name}`,
+  });
+  try {
+    await role.run(runtime, context.signal);
+  } finally {
+    await runtime.close();
+  }
 }
 
 /** Resolves when the signal aborts (at once if it already has). */

@@ -16,22 +16,18 @@
  * outbox either way; Redis only saves the losing replicas a database round trip.
  */
 import { randomUUID } from 'node:crypto';
-import { createDatabase } from '../adapters/postgres/database.js';
-import { appendEvents } from '../adapters/postgres/event-queries.js';
-import { CoalescingNotifier } from '../adapters/postgres/notifications.js';
-import { RedisLock } from '../adapters/redis/redis-lock.js';
-import type { HeraldConfig } from '../config.js';
-import { ConcurrencyError, errorMessage, ValidationError } from '../errors.js';
-import { databaseNow } from '../eventstore/command-handler.js';
-import type { Logger } from '../logger.js';
-import { toOutboxRows, writeOutbox } from '../outbox/outbox-writer.js';
-import type { Database } from '../ports/database.js';
-import { channels, type WakeupSignal } from '../ports/wakeups.js';
-import { ServiceLoop } from '../runtime/service-loop.js';
+import { appendEvents } from '../../adapters/postgres/event-queries.js';
+import { RedisLock } from '../../adapters/redis/redis-lock.js';
+import { ConcurrencyError, errorMessage, ValidationError } from '../../errors.js';
+import { databaseNow } from '../../eventstore/command-handler.js';
+import type { Logger } from '../../logger.js';
+import { toOutboxRows, writeOutbox } from '../../outbox/outbox-writer.js';
+import type { Database } from '../../ports/database.js';
+import { channels, type WakeupSignal } from '../../ports/wakeups.js';
+import { aborted, type RoleDefinition, type Runtime } from '../../runtime/runtime.js';
+import { ServiceLoop } from '../../runtime/service-loop.js';
+import { PROCESS_CAMPAIGN_QUEUE, TICK_STREAM_TYPE } from './topology.js';
 
-/** The queue the tick is published to; campaign scanners consume it as a wake-up. */
-export const PROCESS_CAMPAIGN_QUEUE = 'process_campaign';
-export const TICK_STREAM_TYPE = 'campaign_tick';
 export const TICK_EVENT_TYPE = 'CampaignTickEmitted';
 export const DEFAULT_TICK_KEY_PREFIX = 'CAMPAIGN_SCHEDULE_TICK';
 /** Seed 000: 55 s, so a minute's key is gone before the next minute's SET, with 5 s of clock skew to spare. */
@@ -214,46 +210,39 @@ export class CampaignTick {
 }
 
 /**
- * `herald tick`: runs the loop until `signal` aborts, then closes everything. Without REDIS_URL it
+ * `herald tick`: runs the loop on the role's runtime until `signal` aborts. Without REDIS_URL it
  * runs in fallback mode (every replica writes; the database keeps one tick per minute).
  */
-export async function runTick(config: HeraldConfig, logger: Logger, signal: AbortSignal): Promise<void> {
-  const db = createDatabase({
-    url: config.databaseUrl,
-    schema: config.schema,
-    poolSize: Math.min(config.dbPoolSize, 2),
-    applicationName: 'herald-tick',
-  });
-  const notifier = new CoalescingNotifier(db, config.notifyCoalesceMs, logger);
-  let lock: RedisLock | null = null;
-  if (config.redisUrl) {
-    lock = new RedisLock({
-      url: config.redisUrl,
-      logger,
-      name: `herald-tick-${config.pod}`.replace(/[^\w.-]/g, '_'),
-    });
-  } else {
-    logger.warn('REDIS_URL is not set: every tick replica writes each minute and the database keeps one');
-  }
-  const tick = new CampaignTick({
-    db,
-    lock,
-    wakeups: notifier,
-    logger,
-    keyPrefix: config.tickKeyPrefix,
-    pod: config.pod,
-  });
-  try {
-    tick.start();
-    logger.info({ keyPrefix: config.tickKeyPrefix, redis: lock !== null }, 'tick role started');
-    if (!signal.aborted) {
-      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+export const tickRole: RoleDefinition = {
+  summary: 'publish one tick per minute to process_campaign (Redis SET NX; the event log de-duplicates)',
+  async run(runtime: Runtime, signal: AbortSignal): Promise<void> {
+    const { config, logger } = runtime;
+    let lock: RedisLock | null = null;
+    if (config.redisUrl) {
+      lock = new RedisLock({
+        url: config.redisUrl,
+        logger,
+        name: `herald-tick-${config.pod}`.replace(/[^\w.-]/g, '_'),
+      });
+    } else {
+      logger.warn('REDIS_URL is not set: every tick replica writes each minute and the database keeps one');
     }
-  } finally {
-    await tick.stop();
-    await lock?.close();
-    notifier.close();
-    await db.close();
-    logger.info(tick.stats, 'tick role stopped');
-  }
-}
+    const tick = new CampaignTick({
+      db: runtime.db,
+      lock,
+      wakeups: runtime.notifier,
+      logger,
+      keyPrefix: config.tickKeyPrefix,
+      pod: config.pod,
+    });
+    try {
+      tick.start();
+      logger.info({ keyPrefix: config.tickKeyPrefix, redis: lock !== null }, 'tick role started');
+      await aborted(signal);
+    } finally {
+      await tick.stop();
+      await lock?.close();
+      logger.info(tick.stats, 'tick role stopped');
+    }
+  },
+};

@@ -1,12 +1,18 @@
 /**
- * The campaign aggregate as the command handler sees it: the pure decider, its state table (the
- * inline projection) and the outbox messages its events cause. A claim of a LINE campaign causes
+ * The campaign aggregate's descriptor: the pure decider, its state table (the inline projection and
+ * the mapping replay, verify and the sandbox use), the outbox messages its events cause, and when a
+ * campaign is due (QUEUED now, SCHEDULED at its startAt). A claim of a LINE campaign causes
  * exactly one message to line_broadcast_rich_message / line_multicast_rich_message carrying the
  * claim's epoch (invariant 5: the destination accepts it only while the campaign is DISPATCHING
  * with that epoch). Written in the claim's transaction (invariant 1), published by the relay only.
  */
 
-import { loadCampaign, saveCampaigns } from '../adapters/postgres/campaign-queries.js';
+import {
+  campaignsWithoutEvents,
+  loadCampaign,
+  loadCampaigns,
+  saveCampaigns,
+} from '../../adapters/postgres/campaign-queries.js';
 import {
   CAMPAIGN_STREAM_TYPE,
   type CampaignCommand,
@@ -15,10 +21,11 @@ import {
   campaignDecider,
   campaignDestination,
   type ExistingCampaign,
-} from '../domain/campaign.js';
-import type { Aggregate, StateStore } from '../eventstore/command-handler.js';
-import { HEADER } from '../messaging/headers.js';
-import type { OutboxMessageSpec } from '../outbox/outbox-writer.js';
+  parseCampaignEvent,
+} from '../../domain/campaign.js';
+import type { AggregateDescriptor, StateStore } from '../../eventstore/aggregate.js';
+import { HEADER } from '../../messaging/headers.js';
+import type { OutboxMessageSpec } from '../../outbox/outbox-writer.js';
 
 /** The payload seed 000's LINE delivery workers consume, plus the fencing epoch. */
 export interface LineDispatchPayload {
@@ -74,9 +81,31 @@ export function dispatchMessagesFor(event: CampaignEvent, state: CampaignState):
   ];
 }
 
-export const campaignAggregate: Aggregate<CampaignState, CampaignCommand, CampaignEvent> = {
+/** QUEUED campaigns are due now, SCHEDULED ones at their startAt; nothing else is due for the scanner. */
+export function campaignDueAt(state: CampaignState): string | null {
+  if (state.status === 'QUEUED') return state.deletedAt === null ? state.statusChangedAt : null;
+  if (state.status === 'SCHEDULED') return state.deletedAt === null ? state.startAt : null;
+  return null;
+}
+
+export const campaignAggregate: AggregateDescriptor<CampaignState, CampaignCommand, CampaignEvent> = {
   streamType: CAMPAIGN_STREAM_TYPE,
   decider: campaignDecider,
   store: campaignStore,
   messagesFor: ({ event, state }) => dispatchMessagesFor(event, state),
+  dueAt: campaignDueAt,
+  stateTable: {
+    table: 'campaign',
+    parseEvent: parseCampaignEvent,
+    exists: (state) => state.status !== 'NONE',
+    loadRows: loadCampaigns,
+    insertRows: (sql, rows) =>
+      saveCampaigns(
+        sql,
+        rows.map((row) => ({ state: asExisting(row.state), version: row.version, expectedVersion: 0 })),
+      ),
+    rowsWithoutEvents: campaignsWithoutEvents,
+    // campaign.id is a uuid column: PostgreSQL returns it lower-case.
+    rowKey: (id) => id.toLowerCase(),
+  },
 };

@@ -8,23 +8,25 @@
  * redelivered message is delivered once.
  */
 import { z } from 'zod';
-import { appendEvents } from '../adapters/postgres/event-queries.js';
-import { type LineDeliveryRecord, recordLineDelivery } from '../adapters/postgres/line-delivery-queries.js';
-import type { CampaignCommand, CampaignEvent, CampaignState } from '../domain/campaign.js';
-import { errorMessage, PermanentError } from '../errors.js';
-import type { AggregateCommands, CommandHandler } from '../eventstore/command-handler.js';
-import type { Logger } from '../logger.js';
-import type { SqlClient } from '../ports/database.js';
-import { type ConsumeDeps, type ConsumedMessage, type Consumer, consume } from '../worker/consume.js';
-import { withHeartbeat } from '../worker/heartbeat.js';
-import { campaignAggregate, type LineDispatchPayload } from './campaign-aggregate.js';
+import { appendEvents } from '../../adapters/postgres/event-queries.js';
+import {
+  type LineDeliveryRecord,
+  recordLineDelivery,
+} from '../../adapters/postgres/line-delivery-queries.js';
+import type { CampaignCommand, CampaignEvent, CampaignState } from '../../domain/campaign.js';
+import { errorMessage, PermanentError } from '../../errors.js';
+import type { AggregateCommands, CommandHandler } from '../../eventstore/command-handler.js';
+import type { Logger } from '../../logger.js';
+import type { SqlClient } from '../../ports/database.js';
+import { type ConsumeDeps, type ConsumedMessage, type Consumer, consume } from '../../worker/consume.js';
+import { withHeartbeat } from '../../worker/heartbeat.js';
+import { campaignAggregate, type LineDispatchPayload } from './descriptor.js';
+import { LINE_DELIVERY_CONSUMER, LINE_DELIVERY_STREAM_TYPE, LINE_QUEUES } from './topology.js';
 
-export const LINE_QUEUES = ['line_broadcast_rich_message', 'line_multicast_rich_message'] as const;
-export const LINE_DELIVERY_CONSUMER = 'line-delivery';
 /** Seed 000: the delivery consumer refreshes claimed_at every 5 minutes during a send. */
 export const DEFAULT_HEARTBEAT_MS = 5 * 60_000;
 
-const lineDispatchPayload = z.strictObject({
+export const lineDispatchPayload = z.strictObject({
   campaignId: z.uuid(),
   audienceId: z.string().nullable(),
   organizationId: z.string().min(1),
@@ -52,8 +54,6 @@ export interface LineDeliveryWorkerOptions {
   port?: LineDeliveryPort;
   heartbeatMs?: number;
 }
-
-export const DELIVERY_STREAM_TYPE = 'line_delivery';
 
 export class LineDeliveryWorker {
   private readonly campaigns: AggregateCommands<CampaignState, CampaignCommand, CampaignEvent>;
@@ -83,7 +83,7 @@ export class LineDeliveryWorker {
           : `stale epoch ${epoch}: the live claim is epoch ${current.claimEpoch}`;
       await appendEvents(tx, [
         {
-          streamType: DELIVERY_STREAM_TYPE,
+          streamType: LINE_DELIVERY_STREAM_TYPE,
           streamId: message.messageId,
           version: 1,
           type: 'LineDeliveryDiscarded',

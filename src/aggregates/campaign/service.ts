@@ -1,12 +1,12 @@
 /**
  * The campaign library API (create, schedule, send now, pause, resume, reschedule, cancel, delete,
  * get, history). Each call is one command through the command handler: one transaction with its
- * events, state row and outbox rows (invariant 1), time from the database (invariant 6). After a
- * commit that makes a campaign due soon, the scanner is woken (coalesced NOTIFY); after a commit
- * that wrote outbox rows, the relay is.
+ * events, state row and outbox rows (invariant 1), time from the database (invariant 6). The command
+ * handler wakes the scanners after a commit that makes a campaign due soon, and the relays after one
+ * that wrote outbox rows.
  */
 import { randomUUID } from 'node:crypto';
-import { readStream } from '../adapters/postgres/event-queries.js';
+import { readStream } from '../../adapters/postgres/event-queries.js';
 import {
   CAMPAIGN_STREAM_TYPE,
   type CampaignCommand,
@@ -14,13 +14,12 @@ import {
   type CampaignState,
   type CreateCampaign,
   type ExistingCampaign,
-} from '../domain/campaign.js';
-import { NotFoundError } from '../errors.js';
-import type { AggregateCommands, CommandHandler, CommandResult } from '../eventstore/command-handler.js';
-import type { EventMeta, StoredEvent } from '../eventstore/types.js';
-import type { Database } from '../ports/database.js';
-import { channels, type WakeupSignal } from '../ports/wakeups.js';
-import { campaignAggregate } from './campaign-aggregate.js';
+} from '../../domain/campaign.js';
+import { NotFoundError } from '../../errors.js';
+import type { AggregateCommands, CommandHandler, CommandResult } from '../../eventstore/command-handler.js';
+import type { EventMeta, StoredEvent } from '../../eventstore/types.js';
+import type { Database } from '../../ports/database.js';
+import { campaignAggregate } from './descriptor.js';
 
 type Times = Date | string;
 type WithoutCommandFields<C> = Omit<C, 'type' | 'now' | 'campaignId'>;
@@ -30,12 +29,6 @@ export type NewCampaign = WithoutCommandFields<CreateCampaign> & { campaignId?: 
 export interface CampaignServiceDeps {
   db: Database;
   handler: CommandHandler;
-  wakeups?: WakeupSignal;
-  /**
-   * Campaigns due within this horizon wake the scanner at once; later ones are found by its poll, so
-   * pass the scanners' poll interval (config.scanner.pollMs). Default 30 s, the default poll.
-   */
-  wakeHorizonMs?: number;
 }
 
 export class CampaignService {
@@ -135,31 +128,11 @@ export class CampaignService {
     return result.state as ExistingCampaign;
   }
 
-  private async handle(
+  private handle(
     campaignId: string,
     makeCommand: (now: Date) => CampaignCommand,
     meta?: EventMeta,
   ): Promise<CommandResult<CampaignState, CampaignEvent>> {
-    let now: Date | undefined;
-    const result = await this.campaigns.handle(
-      campaignId,
-      (dbNow) => {
-        now = dbNow;
-        return makeCommand(dbNow);
-      },
-      meta ? { meta } : {},
-    );
-    this.wakeScannerIfDueSoon(result.state, now);
-    return result;
-  }
-
-  private wakeScannerIfDueSoon(state: CampaignState, now: Date | undefined): void {
-    if (!this.deps.wakeups || !now) return;
-    if (state.status !== 'QUEUED' && state.status !== 'SCHEDULED') return;
-    const horizon = this.deps.wakeHorizonMs ?? 30_000;
-    const dueIn = state.startAt ? Date.parse(state.startAt) - now.getTime() : 0;
-    if (state.status === 'QUEUED' || dueIn <= horizon) {
-      this.deps.wakeups.signal(channels.due(this.deps.db.schema));
-    }
+    return this.campaigns.handle(campaignId, makeCommand, meta ? { meta } : {});
   }
 }

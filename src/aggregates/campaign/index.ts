@@ -1,0 +1,63 @@
+/**
+ * The campaign aggregate's registration (seed 000 whole-campaign LINE dispatch, and the lifecycle
+ * seed 003's per-recipient campaigns share): its descriptor, the sweeper that claims due campaigns
+ * and recovers stale claims, the LINE delivery consumers, the queues it publishes to, the tick queue
+ * that wakes the scanners, its side streams, the dispatch_stats projection and the tick role.
+ */
+import { defineAggregate, defineConsumer } from '../../eventstore/registry.js';
+import { campaignAggregate } from './descriptor.js';
+import { dispatchStatsProjection } from './dispatch-stats.js';
+import { LineDeliveryWorker, lineDispatchPayload } from './line-delivery.js';
+import { CampaignSweeper } from './sweepers.js';
+import { tickRole } from './tick.js';
+import {
+  HERALD_QUEUES,
+  LINE_DELIVERY_CONSUMER,
+  LINE_DELIVERY_STREAM_TYPE,
+  LINE_QUEUES,
+  PROCESS_CAMPAIGN_QUEUE,
+  SCANNER_TICK_CONSUMER,
+  TICK_STREAM_TYPE,
+} from './topology.js';
+
+export const campaignRegistration = defineAggregate({
+  aggregate: campaignAggregate,
+  sideStreams: [
+    {
+      streamType: LINE_DELIVERY_STREAM_TYPE,
+      description:
+        'LineDeliveryDiscarded: a message the destination re-check refused (stale epoch, not DISPATCHING)',
+      effectsOfMessages: true,
+    },
+    {
+      streamType: TICK_STREAM_TYPE,
+      description: 'CampaignTickEmitted: one per tick period, the event behind each process_campaign message',
+      retentionDays: (config) => config.maintenance.tickRetentionDays,
+    },
+  ],
+  topology: {
+    amqpQueues: HERALD_QUEUES.filter((q) => q !== PROCESS_CAMPAIGN_QUEUE),
+    scannerWakeQueues: [{ queue: PROCESS_CAMPAIGN_QUEUE, consumer: SCANNER_TICK_CONSUMER }],
+  },
+  sweepers: ({ config, db, handler, logger, wakeups }) => [
+    new CampaignSweeper({
+      db,
+      handler,
+      wakeups,
+      logger,
+      batchSize: config.scanner.batchSize,
+      staleClaimMs: config.scanner.staleClaimMs,
+    }),
+  ],
+  consumers: ({ config, handler, logger }) => [
+    defineConsumer({
+      consumer: LINE_DELIVERY_CONSUMER,
+      transport: 'amqp',
+      sources: LINE_QUEUES,
+      parse: (payload) => lineDispatchPayload.parse(payload),
+      handler: new LineDeliveryWorker({ handler, logger, heartbeatMs: config.scanner.heartbeatMs }).handle,
+    }),
+  ],
+  projections: [dispatchStatsProjection],
+  roles: { tick: tickRole },
+});

@@ -1,0 +1,97 @@
+/**
+ * The `herald relay` role: runs the relay on the role's runtime (its pool and LISTEN connection) and
+ * the configured sinks until the signal fires (the CLI wires SIGTERM/SIGINT to it). On abort it stops
+ * claiming, lets in-flight publishes confirm and get marked, releases anything claimed but
+ * unpublished, closes its sinks and resolves: a clean exit (invariant 2: a stopped relay leaves every
+ * row either sent or pending, never lost).
+ *
+ * The registry's queues are declared (durable, of the configured type) before the first claim; a
+ * destination that does not exist is unroutable and would burn the rows' attempts.
+ *
+ * Sinks: RabbitMQ when AMQP_URL is set, Kafka when KAFKA_BROKERS is set (at least one is required);
+ * the relay claims only rows whose sink it has. Kafka topics are created on first use when
+ * HERALD_KAFKA_CREATE_TOPICS is true, otherwise a missing topic is unroutable like a missing queue.
+ */
+import { AmqpConnection, declareQueues } from '../adapters/amqp/amqp-connection.js';
+import { AmqpSink } from '../adapters/amqp/amqp-sink.js';
+import { KafkaSink } from '../adapters/kafka/kafka-sink.js';
+import { ConfigError } from '../errors.js';
+import { OutboxRelay, type RelaySinks } from '../outbox/relay.js';
+import { aborted, type RoleDefinition } from '../runtime/runtime.js';
+
+export const relayRole: RoleDefinition = {
+  summary: 'publish outbox rows to the broker (any number of replicas)',
+  async run(runtime, signal) {
+    const { config, logger: log, registry } = runtime;
+    const amqpUrl = config.amqpUrl;
+    const kafkaBrokers = config.kafkaBrokers;
+    if (!amqpUrl && kafkaBrokers.length === 0) {
+      throw new ConfigError('AMQP_URL', 'is required by the relay (or KAFKA_BROKERS for a Kafka-only relay)');
+    }
+
+    const queues = registry.amqpQueues;
+    if (amqpUrl && queues.length > 0) {
+      let topology: AmqpConnection;
+      try {
+        topology = await AmqpConnection.connectWithRetry(
+          { url: amqpUrl, name: 'herald-relay-topology', logger: log },
+          signal,
+        );
+      } catch (error) {
+        if (signal.aborted) return;
+        throw error;
+      }
+      try {
+        const channel = await topology.channel();
+        await declareQueues(channel, queues, config.amqpQueueType);
+        log.info({ queues, queueType: config.amqpQueueType }, 'queues declared');
+      } finally {
+        await topology.close();
+      }
+    }
+    if (signal.aborted) return;
+
+    const amqp = amqpUrl
+      ? new AmqpSink({
+          url: amqpUrl,
+          name: `herald-relay-${config.pod}`,
+          inFlight: config.relay.inFlight,
+          logger: log,
+        })
+      : undefined;
+    const kafka =
+      kafkaBrokers.length > 0
+        ? new KafkaSink({
+            brokers: kafkaBrokers,
+            clientId: `herald-relay-${config.pod}`,
+            maxBatchMessages: config.relay.inFlight,
+            createTopics: config.kafka.createTopics
+              ? {
+                  partitions: config.kafka.topicPartitions,
+                  replicationFactor: config.kafka.replicationFactor,
+                }
+              : undefined,
+            logger: log,
+          })
+        : undefined;
+    const sinks: RelaySinks = { ...(amqp ? { amqp } : {}), ...(kafka ? { kafka } : {}) };
+    const relay = new OutboxRelay({
+      db: runtime.db,
+      sinks,
+      settings: config.relay,
+      owner: config.pod,
+      listener: runtime.listener,
+      logger: log,
+    });
+    try {
+      const started = relay.start();
+      started.catch((error: unknown) => log.warn({ err: error }, 'relay start incomplete'));
+      await aborted(signal);
+      log.info('stopping relay: finishing in-flight publishes');
+      await relay.stop();
+    } finally {
+      await amqp?.close();
+      await kafka?.close();
+    }
+  },
+};
