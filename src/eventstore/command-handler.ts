@@ -105,8 +105,10 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
    * it left a state due within the wake horizon. Callers of the *InTransaction forms call this after
    * their own commit; `handle` does it itself.
    */
-  signalAfterCommit(results: readonly CommandResult<State, Event>[]): void {
-    const wakeups = this.deps.wakeups;
+  signalAfterCommit(
+    results: readonly CommandResult<State, Event>[],
+    wakeups: WakeupSignal | undefined = this.deps.wakeups,
+  ): void {
     if (!wakeups || results.length === 0) return;
     const schema = this.deps.db.schema;
     if (results.some((r) => r.outbox.length > 0)) wakeups.signal(channels.outbox(schema));

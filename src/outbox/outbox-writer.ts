@@ -1,17 +1,33 @@
 /**
  * Turns "this event causes these messages" into outbox rows written in the caller's transaction
- * (invariant 1). Each row gets its stable `message_id` here, once (invariant 4); the relay, never
+ * (invariant 1). Each row gets its stable `message_id` here, once (invariant 4): a random one, or one
+ * the aggregate derives from what the message is (`derivedMessageId`, e.g. "the claim of campaign X at
+ * epoch 3"), so stale recovery can find a claim's message from the claim alone. The relay, never
  * business code, publishes it (invariant 2). Standard headers carry the ids every consumer and log
  * line needs: message id, event type, stream, correlation id.
  */
 import { randomUUID } from 'node:crypto';
+import { v5 as uuidV5 } from 'uuid';
 import { insertOutbox } from '../adapters/postgres/outbox-queries.js';
 import type { EventMeta } from '../eventstore/types.js';
 import { HEADER, type Headers } from '../messaging/headers.js';
 import type { SqlClient } from '../ports/database.js';
 import type { NewOutboxMessage, Sink } from './types.js';
 
+/** Herald's UUID v5 namespace for derived message ids. */
+const MESSAGE_ID_NAMESPACE = '0c9a1a44-5d0e-4a43-9d7e-5a6f3b0e7d21';
+
+/**
+ * A message id derived from what the message is (RFC 4122 v5): the same parts always give the same id,
+ * so it must name something that happens once (a stream's claim at one epoch), never a retry.
+ */
+export function derivedMessageId(...parts: readonly (string | number)[]): string {
+  return uuidV5(parts.join('/'), MESSAGE_ID_NAMESPACE);
+}
+
 export interface OutboxMessageSpec {
+  /** Default: a random UUID. A derived id (`derivedMessageId`) must be unique to this message. */
+  messageId?: string;
   /** Defaults to 'amqp'. */
   sink?: Sink;
   /** AMQP: the queue (published through the default exchange) or, with routingKey, the exchange. Kafka: the topic. */
@@ -40,7 +56,7 @@ export interface MessageOrigin {
 
 export function toOutboxRows(origin: MessageOrigin, specs: readonly OutboxMessageSpec[]): NewOutboxMessage[] {
   return specs.map((spec) => ({
-    messageId: randomUUID(),
+    messageId: spec.messageId ?? randomUUID(),
     eventPosition: origin.eventPosition,
     sink: spec.sink ?? 'amqp',
     destination: spec.destination,

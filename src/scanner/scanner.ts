@@ -20,6 +20,8 @@ export interface Sweeper {
   readonly name: string;
   /** Counters for the stop log line and metrics (claimed, reclaimed, …). */
   readonly stats?: Readonly<Record<string, number>>;
+  /** Called at the start of each scanner pass (per-pass budgets). */
+  beginPass?(): void;
   sweep(): Promise<SweepResult>;
   /** Milliseconds until this sweeper has work again (null: nothing scheduled). */
   nextDueInMs(): Promise<number | null>;
@@ -76,6 +78,7 @@ export class Scanner {
   /** One full pass over every sweeper (tests and `herald scanner --once`). */
   async passOnce(): Promise<number> {
     let processed = 0;
+    for (const sweeper of this.options.sweepers) sweeper.beginPass?.();
     for (const sweeper of this.options.sweepers) {
       for (;;) {
         if (this.loop.stopping) return processed;

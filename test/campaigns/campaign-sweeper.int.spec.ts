@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CampaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
+import { campaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { Scanner } from '../../src/scanner/scanner.js';
-import { campaignService, dbTimePlus, lineCampaign } from '../support/campaigns.js';
+import { campaignService, dbTimePlus, deadLetterClaimMessage, lineCampaign } from '../support/campaigns.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { waitFor } from '../support/wait.js';
 
@@ -15,7 +15,7 @@ beforeEach(async () => {
 afterEach(async () => t?.drop());
 
 function sweeper(options: { batchSize?: number; staleClaimMs?: number } = {}) {
-  return new CampaignSweeper({
+  return campaignSweeper({
     db: t.db,
     handler: new CommandHandler({ db: t.db }),
     logger: silentLogger,
@@ -134,9 +134,9 @@ describe('campaign sweeper', () => {
       { what: 'the database clock to pass the deadline' },
     );
     const s = sweeper();
-    expect((await s.claimDue()).processed).toBe(1);
+    expect((await s.claim.sweep()).processed).toBe(1);
     // Run more passes: nothing else is ever claimed.
-    for (let i = 0; i < 3; i++) expect((await s.claimDue()).processed).toBe(0);
+    for (let i = 0; i < 3; i++) expect((await s.claim.sweep()).processed).toBe(0);
 
     expect((await service.get(expiring.campaignId)).status).toBe('EXPIRED');
     expect(await outboxFor(expiring.campaignId)).toEqual([]);
@@ -152,11 +152,12 @@ describe('campaign sweeper', () => {
     const c = await service.create(lineCampaign({ name: 'stale' }));
     await service.activate(c.campaignId);
     await service.sendNow(c.campaignId);
+    await deadLetterClaimMessage(t.db, c.campaignId);
     const s = sweeper({ staleClaimMs: 150 });
-    await waitFor(async () => (await s.reap()).processed === 1, { what: 'the reaper to reclaim' });
+    await waitFor(async () => (await s.recover.sweep()).processed === 1, { what: 'the reaper to reclaim' });
     const reclaimed = await service.get(c.campaignId);
     expect(reclaimed.claimEpoch).toBeGreaterThan(1);
-    await s.claimDue();
+    await s.claim.sweep();
     const reclaimedAgain = await service.get(c.campaignId);
     expect(reclaimedAgain.status).toBe('DISPATCHING');
     const epochs = (await outboxFor(c.campaignId)).map((m) => m.payload.epoch as number);
@@ -178,6 +179,7 @@ describe('campaign sweeper', () => {
     const stale = await service.create(lineCampaign({ name: 'stale claim' }));
     await service.activate(stale.campaignId);
     await service.sendNow(stale.campaignId);
+    await deadLetterClaimMessage(t.db, stale.campaignId);
     const due = await service.create(lineCampaign({ name: 'due' }));
     const s = sweeper({ staleClaimMs: 150 });
     await waitFor(

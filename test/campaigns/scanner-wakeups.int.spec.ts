@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoalescingNotifier, PgWakeupListener } from '../../src/adapters/postgres/notifications.js';
 import { CampaignService } from '../../src/aggregates/campaign/service.js';
-import { CampaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
+import { campaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { channels } from '../../src/ports/wakeups.js';
@@ -28,7 +28,7 @@ describe('scanner wake-ups', () => {
     const handler = new CommandHandler({ db: t.db, wakeups: notifier, wakeHorizonMs: 60_000 });
     const service = new CampaignService({ db: t.db, handler });
     const scanner = new Scanner({
-      sweepers: [new CampaignSweeper({ db: t.db, handler, logger: silentLogger })],
+      sweepers: [campaignSweeper({ db: t.db, handler, logger: silentLogger })],
       pollIntervalMs: 600_000, // the fallback poll never fires during this test
       logger: silentLogger,
     });
@@ -60,7 +60,7 @@ describe('scanner wake-ups', () => {
     const handler = new CommandHandler({ db: t.db });
     const service = new CampaignService({ db: t.db, handler });
     const scanner = new Scanner({
-      sweepers: [new CampaignSweeper({ db: t.db, handler, logger: silentLogger })],
+      sweepers: [campaignSweeper({ db: t.db, handler, logger: silentLogger })],
       pollIntervalMs: 600_000,
       logger: silentLogger,
     });

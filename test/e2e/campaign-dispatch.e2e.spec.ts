@@ -11,7 +11,7 @@ import {
   LineDeliveryWorker,
   recordingLineDeliveryPort,
 } from '../../src/aggregates/campaign/line-delivery.js';
-import { CampaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
+import { campaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
 import { HERALD_QUEUES, LINE_QUEUES } from '../../src/aggregates/campaign/topology.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
@@ -119,19 +119,20 @@ describe('campaign dispatch end to end', () => {
     const relay = track(startRoles(t.config(fast), { relay: true }));
     const c = await service.create(lineCampaign());
     await service.activate(c.campaignId);
-    await service.sendNow(c.campaignId); // epoch 1; its worker "dies" before delivering
+    await service.sendNow(c.campaignId); // epoch 1; no worker takes it (the message is presumed lost)
     await waitFor(async () => (await outboxRows(c.campaignId))[0]?.status === 'sent', {
       what: 'epoch 1 message sent',
     });
 
-    const sweeper = new CampaignSweeper({
+    const sweeper = campaignSweeper({
       db: t.db,
       handler: new CommandHandler({ db: t.db }),
       logger: silentLogger,
       staleClaimMs: 300,
+      messageLostAfterMs: 300, // published, and no consumer settled it for this long
     });
-    await waitFor(async () => (await sweeper.reap()).processed === 1, { what: 'reclaim' });
-    await sweeper.claimDue(); // new claim, new epoch, second message
+    await waitFor(async () => (await sweeper.recover.sweep()).processed === 1, { what: 'reclaim' });
+    await sweeper.claim.sweep(); // new claim, new epoch, second message
     const reclaimed = await service.get(c.campaignId);
     expect(reclaimed.status).toBe('DISPATCHING');
     expect(reclaimed.claimEpoch).toBe(3);
@@ -229,7 +230,7 @@ describe('campaign dispatch end to end', () => {
     });
     const scanner = new Scanner({
       sweepers: [
-        new CampaignSweeper({
+        campaignSweeper({
           db: t.db,
           handler: new CommandHandler({ db: t.db }),
           logger: silentLogger,

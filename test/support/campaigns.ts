@@ -27,3 +27,24 @@ export async function dbTimePlus(db: Database, ms: number): Promise<Date> {
   ]);
   return rows[0]!.at;
 }
+
+/**
+ * The campaign's live claim message was published and the consumer dead-lettered it (its attempts ran
+ * out): the claim's liveness no longer rests on a message in flight, so stale recovery may take it.
+ */
+export async function deadLetterClaimMessage(db: Database, campaignId: string): Promise<void> {
+  const { rows } = await db.query<{ message_id: string }>(
+    `update outbox o set status = 'sent', sent_at = now(), locked_until = null
+       from event e
+      where e.position = o.event_position and e.stream_type = 'campaign' and e.stream_id = $1
+        and o.status = 'pending'
+     returning o.message_id::text`,
+    [campaignId],
+  );
+  for (const { message_id } of rows) {
+    await db.query(
+      `insert into inbox (consumer, message_id, status, attempts, error) values ('line-delivery', $1, 'dead', 5, 'test: attempts exhausted')`,
+      [message_id],
+    );
+  }
+}

@@ -62,13 +62,29 @@ export const LOCK_DUE_CAMPAIGNS = `
    limit $1
    for update skip locked`;
 
-/** Live claims whose heartbeat is older than the stale threshold (the reaper's work). */
-export const LOCK_STALE_CLAIMS = `
+/**
+ * "Stale" exactly as the decider's ReclaimCampaign judges it: whole milliseconds (the decider sees times
+ * as ISO strings), `now - claimedAt > staleAfterMs`. Both sides truncated to the millisecond, the test
+ * is `claimed_at < date_trunc('milliseconds', now()) - staleAfterMs` (the bound is whole milliseconds,
+ * so the untruncated column compares the same) — and the index on claimed_at still serves it.
+ */
+const STALE_CLAIMED_AT = `date_trunc('milliseconds', now()) - make_interval(secs => $1 / 1000.0)`;
+
+/** Live claims whose claim or last heartbeat is older than the stale threshold, oldest first (no lock). */
+export const FIND_STALE_CLAIMS = `
   select ${columnList}, version from campaign
-   where status = 'DISPATCHING' and claimed_at < now() - make_interval(secs => $1 / 1000.0)
+   where status = 'DISPATCHING' and claimed_at < ${STALE_CLAIMED_AT}
    order by claimed_at
-   limit $2
-   for update skip locked`;
+   limit $2`;
+
+/** Locks the given stale claims, each only while still stale and at the version it was found at. */
+export const LOCK_STALE_CLAIMS = `
+  select ${COLUMNS.map(([column]) => `c.${column}`).join(', ')}, c.version
+    from campaign c
+    join unnest($2::uuid[], $3::int[]) as found(id, version) on c.id = found.id and c.version = found.version
+   where c.status = 'DISPATCHING' and c.claimed_at < ${STALE_CLAIMED_AT}
+   order by c.claimed_at
+   for update of c skip locked`;
 
 /** Milliseconds until the next SCHEDULED campaign becomes due (null: none), by the database clock. */
 export const NEXT_CAMPAIGN_DUE_IN_MS = `
@@ -158,8 +174,22 @@ export async function lockDueCampaigns(sql: SqlClient, limit: number) {
   return rows.map(campaignFromRow);
 }
 
-export async function lockStaleClaims(sql: SqlClient, staleAfterMs: number, limit: number) {
-  const { rows } = await sql.query<CampaignRow>(LOCK_STALE_CLAIMS, [staleAfterMs, limit]);
+export async function findStaleClaims(sql: SqlClient, staleAfterMs: number, limit: number) {
+  const { rows } = await sql.query<CampaignRow>(FIND_STALE_CLAIMS, [staleAfterMs, limit]);
+  return rows.map(campaignFromRow);
+}
+
+export async function lockStaleClaims(
+  sql: SqlClient,
+  found: readonly { streamId: string; version: number }[],
+  staleAfterMs: number,
+) {
+  if (found.length === 0) return [];
+  const { rows } = await sql.query<CampaignRow>(LOCK_STALE_CLAIMS, [
+    staleAfterMs,
+    found.map((f) => f.streamId),
+    found.map((f) => f.version),
+  ]);
   return rows.map(campaignFromRow);
 }
 

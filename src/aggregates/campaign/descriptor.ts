@@ -25,7 +25,7 @@ import {
 } from '../../domain/campaign.js';
 import type { AggregateDescriptor, StateStore } from '../../eventstore/aggregate.js';
 import { HEADER } from '../../messaging/headers.js';
-import type { OutboxMessageSpec } from '../../outbox/outbox-writer.js';
+import { derivedMessageId, type OutboxMessageSpec } from '../../outbox/outbox-writer.js';
 
 /** The payload seed 000's LINE delivery workers consume, plus the fencing epoch. */
 export interface LineDispatchPayload {
@@ -60,6 +60,20 @@ export const campaignStore: StateStore<CampaignState> = {
     ),
 };
 
+/**
+ * The claim message's id, derived from the claim (campaign and epoch: each claim has its own epoch),
+ * so stale recovery can tell from the campaign row whether its claim's message is still in flight.
+ */
+export function claimMessageId(campaignId: string, epoch: number): string {
+  return derivedMessageId(CAMPAIGN_STREAM_TYPE, campaignId.toLowerCase(), 'claim', epoch);
+}
+
+/** The messages a DISPATCHING campaign's liveness rests on: its claim's dispatch message (LINE). */
+export function claimMessageIds(state: CampaignState): string[] {
+  if (state.status !== 'DISPATCHING' || state.channel !== 'line') return [];
+  return [claimMessageId(state.campaignId, state.claimEpoch)];
+}
+
 export function dispatchMessagesFor(event: CampaignEvent, state: CampaignState): OutboxMessageSpec[] {
   if (event.type !== 'CampaignClaimed' || state.status !== 'DISPATCHING' || state.channel !== 'line')
     return [];
@@ -73,6 +87,7 @@ export function dispatchMessagesFor(event: CampaignEvent, state: CampaignState):
   };
   return [
     {
+      messageId: claimMessageId(state.campaignId, state.claimEpoch),
       destination: campaignDestination(state),
       payload,
       priority: DISPATCH_PRIORITY,

@@ -8,7 +8,7 @@ import { defineAggregate, defineConsumer } from '../../eventstore/registry.js';
 import { campaignAggregate } from './descriptor.js';
 import { dispatchStatsProjection } from './dispatch-stats.js';
 import { LineDeliveryWorker, lineDispatchPayload } from './line-delivery.js';
-import { CampaignSweeper } from './sweepers.js';
+import { campaignSweeper } from './sweepers.js';
 import { tickRole } from './tick.js';
 import {
   HERALD_QUEUES,
@@ -40,13 +40,15 @@ export const campaignRegistration = defineAggregate({
     scannerWakeQueues: [{ queue: PROCESS_CAMPAIGN_QUEUE, consumer: SCANNER_TICK_CONSUMER }],
   },
   sweepers: ({ config, db, handler, logger, wakeups }) => [
-    new CampaignSweeper({
+    campaignSweeper({
       db,
       handler,
       wakeups,
       logger,
       batchSize: config.scanner.batchSize,
       staleClaimMs: config.scanner.staleClaimMs,
+      messageLostAfterMs: config.scanner.messageLostAfterMs,
+      maxReclaimsPerPass: config.scanner.maxReclaimsPerPass,
     }),
   ],
   consumers: ({ config, handler, logger }) => [

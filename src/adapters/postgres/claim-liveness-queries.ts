@@ -1,0 +1,27 @@
+/**
+ * Liveness of a claim's messages, for stale recovery (src/scanner/sweeper.ts): which of the given
+ * message ids are still in flight — pending in the outbox (the relay's to publish), or published and
+ * not yet settled by any consumer (no inbox record) within the lost-message horizon. Everything else
+ * (dead or skipped rows, settled messages, messages published before the horizon, ids with no row) is
+ * not in flight. Index look-ups only: outbox.message_id is unique, inbox has an index on message_id.
+ */
+import type { SqlClient } from '../../ports/database.js';
+
+export const MESSAGES_IN_FLIGHT = `
+  select o.message_id::text as message_id
+    from unnest($1::uuid[]) as m(id)
+    join outbox o on o.message_id = m.id
+   where o.status = 'pending'
+      or (o.status = 'sent'
+          and o.sent_at > now() - make_interval(secs => $2 / 1000.0)
+          and not exists (select 1 from inbox i where i.message_id = o.message_id::text))`;
+
+export async function messagesInFlight(
+  sql: SqlClient,
+  messageIds: readonly string[],
+  lostAfterMs: number,
+): Promise<string[]> {
+  if (messageIds.length === 0) return [];
+  const { rows } = await sql.query<{ message_id: string }>(MESSAGES_IN_FLIGHT, [messageIds, lostAfterMs]);
+  return rows.map((row) => row.message_id);
+}

@@ -1,0 +1,250 @@
+/**
+ * Generic sweepers: an aggregate says which rows are due and which command each gets; locking, the
+ * batch command, after-commit wake-ups, counting, "more" and logging are shared here.
+ *
+ * - A claim sweep (`defineClaimSweeper`) locks due streams with FOR UPDATE SKIP LOCKED (any number of
+ *   scanners: invariant 7) and runs one command per stream in ONE transaction (invariant 1): events,
+ *   state rows and outbox rows in three batch statements. After commit it wakes the relays (the claim's
+ *   messages) and the scanners (states the command left due soon).
+ * - Stale recovery (`defineStaleRecovery`) takes back claims whose holder is presumed dead, with a new
+ *   epoch (invariant 5). A claim is presumed dead only when its liveness time (claim or last
+ *   heartbeat) is older than the stale window AND none of its messages is still in flight: a message
+ *   pending in the outbox is the relay's to publish, and a published message that no consumer has
+ *   settled yet (no inbox record) is in the broker's hands — at-least-once delivery gives it to a
+ *   consumer, and a crashed consumer's delivery is redelivered. Reclaiming either would only add a
+ *   duplicate message behind a backlog (the metastable collapse this rule prevents). What makes a claim
+ *   recoverable: its message is dead or skipped in the outbox, was settled by a consumer without
+ *   completing the claim (processed, discarded, rejected or dead-lettered), or was published longer
+ *   ago than the lost-message horizon with no consumer settling it. Reclaims are bounded per pass.
+ * - `sweepInOrder` runs an aggregate's sweeps one after another as one sweeper; a reclaim asks for
+ *   another sweep, so what recovery put back is claimed again in the same pass.
+ */
+import { messagesInFlight } from '../adapters/postgres/claim-liveness-queries.js';
+import type { DomainEvent } from '../domain/decider.js';
+import type { Aggregate, LoadedStream } from '../eventstore/aggregate.js';
+import type { CommandHandler, CommandResult } from '../eventstore/command-handler.js';
+import type { Logger } from '../logger.js';
+import { HEADER } from '../messaging/headers.js';
+import type { Database, SqlClient } from '../ports/database.js';
+import type { WakeupSignal } from '../ports/wakeups.js';
+import type { Sweeper, SweepResult } from './scanner.js';
+
+export interface SweeperDeps {
+  db: Database;
+  handler: CommandHandler;
+  logger: Logger;
+  /** Wakes relays and scanners after a sweep committed (the scanner's has no coalescing window). */
+  wakeups?: WakeupSignal;
+  /** Streams per transaction. */
+  batchSize: number;
+}
+
+/** How a sweep's result is counted and logged. */
+export interface SweepOutcome {
+  counter: string;
+  message: string;
+  level?: 'debug' | 'info' | 'warn';
+}
+
+export interface ClaimSweepDefinition<State, Command, Event extends DomainEvent> {
+  /** E.g. `campaign.claim`; in logs and the scanner's stop line. */
+  name: string;
+  aggregate: Aggregate<State, Command, Event>;
+  /** Recorded as the events' actor. */
+  actor: string;
+  /** Locks at most `limit` due streams in `tx` (FOR UPDATE SKIP LOCKED), in due order. */
+  lockDue(tx: SqlClient, limit: number): Promise<LoadedStream<State>[]>;
+  /** The command for one locked stream, at the transaction's database time (null: leave it). */
+  command(stream: LoadedStream<State>, now: Date): Command | null;
+  /** Milliseconds until the next stream becomes due by the database clock (null: none scheduled). */
+  nextDueInMs?(sql: SqlClient): Promise<number | null>;
+  /** How a result is counted and logged. Default: counter `processed`, at debug. */
+  outcome?(result: CommandResult<State, Event>): SweepOutcome;
+}
+
+export interface StaleRecoveryDefinition<State, Command, Event extends DomainEvent> {
+  name: string;
+  aggregate: Aggregate<State, Command, Event>;
+  actor: string;
+  /** Live claims whose liveness time is older than `staleAfterMs` by the database clock, oldest first. */
+  findStale(sql: SqlClient, params: { staleAfterMs: number; limit: number }): Promise<LoadedStream<State>[]>;
+  /**
+   * Locks these candidates in `tx` (FOR UPDATE SKIP LOCKED), each only if it is still at the version it
+   * was found at and still stale: whatever moved since is left alone.
+   */
+  lockStale(
+    tx: SqlClient,
+    candidates: readonly { streamId: string; version: number }[],
+    staleAfterMs: number,
+  ): Promise<LoadedStream<State>[]>;
+  /** The message ids a claim's liveness rests on (its claim's outbox messages). */
+  claimMessageIds(state: State): string[];
+  command(stream: LoadedStream<State>, now: Date, staleAfterMs: number): Command | null;
+  outcome?(result: CommandResult<State, Event>): SweepOutcome;
+}
+
+export interface StaleRecoverySettings {
+  /** A claim without a sign of life for this long is examined (seed 000: 15 minutes). */
+  staleAfterMs: number;
+  /** A published message no consumer settled for this long is presumed lost. */
+  messageLostAfterMs: number;
+  /** Reclaims per scanner pass at most. */
+  maxReclaimsPerPass: number;
+}
+
+export interface CountingSweeper extends Sweeper {
+  readonly stats: Readonly<Record<string, number>>;
+  /** Called by the scanner at the start of each pass (resets per-pass budgets). */
+  beginPass?(): void;
+}
+
+function logRefusals(
+  logger: Logger,
+  name: string,
+  refused: readonly { streamId: string; error: Error }[],
+): void {
+  for (const { streamId, error } of refused) {
+    logger.warn(
+      { aggregateId: streamId, err: error, sweeper: name },
+      `${name}: command refused by the decider`,
+    );
+  }
+}
+
+function record<State, Event>(
+  logger: Logger,
+  stats: Record<string, number>,
+  results: readonly CommandResult<State, Event>[],
+  outcome: ((result: CommandResult<State, Event>) => SweepOutcome) | undefined,
+): void {
+  for (const result of results) {
+    const { counter, message, level } = outcome?.(result) ?? { counter: 'processed', message: 'swept' };
+    stats[counter] = (stats[counter] ?? 0) + 1;
+    const first = result.outbox[0];
+    logger[level ?? 'debug'](
+      {
+        aggregateId: result.streamId,
+        ...(first
+          ? { messageId: first.messageId, correlationId: first.headers?.[HEADER.correlationId] }
+          : {}),
+      },
+      message,
+    );
+  }
+}
+
+export function defineClaimSweeper<State, Command, Event extends DomainEvent>(
+  definition: ClaimSweepDefinition<State, Command, Event>,
+  deps: SweeperDeps,
+): CountingSweeper {
+  const commands = deps.handler.for(definition.aggregate);
+  const stats: Record<string, number> = {};
+  const logger = deps.logger.child({ sweeper: definition.name });
+  return {
+    name: definition.name,
+    stats,
+    async sweep(): Promise<SweepResult> {
+      const { found, batch } = await deps.db.transaction(async (tx) => {
+        const due = await definition.lockDue(tx, deps.batchSize);
+        const batch = await commands.handleBatchInTransaction(tx, due, definition.command, {
+          meta: { actor: definition.actor },
+        });
+        return { found: due.length, batch };
+      });
+      commands.signalAfterCommit(batch.results, deps.wakeups);
+      record(logger, stats, batch.results, definition.outcome);
+      logRefusals(logger, definition.name, batch.refused);
+      return { processed: batch.results.length, more: found === deps.batchSize };
+    },
+    nextDueInMs: () => definition.nextDueInMs?.(deps.db) ?? Promise.resolve(null),
+  };
+}
+
+export function defineStaleRecovery<State, Command, Event extends DomainEvent>(
+  definition: StaleRecoveryDefinition<State, Command, Event>,
+  deps: SweeperDeps,
+  settings: StaleRecoverySettings,
+): CountingSweeper {
+  const commands = deps.handler.for(definition.aggregate);
+  const stats: Record<string, number> = { examined: 0, inFlight: 0 };
+  const logger = deps.logger.child({ sweeper: definition.name });
+  let budget = settings.maxReclaimsPerPass;
+  return {
+    name: definition.name,
+    stats,
+    beginPass() {
+      budget = settings.maxReclaimsPerPass;
+    },
+    async sweep(): Promise<SweepResult> {
+      if (budget <= 0) return { processed: 0, more: false };
+      const { staleAfterMs } = settings;
+      const stale = await definition.findStale(deps.db, { staleAfterMs, limit: deps.batchSize });
+      if (stale.length === 0) return { processed: 0, more: false };
+      const ids = stale.flatMap((s) => definition.claimMessageIds(s.state));
+      const inFlight = new Set(await messagesInFlight(deps.db, ids, settings.messageLostAfterMs));
+      const recoverable = stale
+        .filter((s) => !definition.claimMessageIds(s.state).some((id) => inFlight.has(id)))
+        .slice(0, budget);
+      stats.examined! += stale.length;
+      stats.inFlight! += stale.length - recoverable.length;
+      if (recoverable.length === 0) return { processed: 0, more: false };
+      const batch = await deps.db.transaction(async (tx) => {
+        const locked = await definition.lockStale(tx, recoverable, staleAfterMs);
+        return commands.handleBatchInTransaction(
+          tx,
+          locked,
+          (stream, now) => definition.command(stream, now, staleAfterMs),
+          { meta: { actor: definition.actor } },
+        );
+      });
+      budget -= batch.results.length;
+      commands.signalAfterCommit(batch.results, deps.wakeups);
+      record(logger, stats, batch.results, definition.outcome);
+      logRefusals(logger, definition.name, batch.refused);
+      return { processed: batch.results.length, more: budget > 0 && stale.length === deps.batchSize };
+    },
+    nextDueInMs: () => Promise.resolve(null),
+  };
+}
+
+/**
+ * An aggregate's sweeps as one sweeper, run in order each call: claims first, so a due row does not
+ * wait for recovery's transaction; a recovery that reclaimed something asks for another call (`more`),
+ * whose claim takes what it put back.
+ */
+export function sweepInOrder(
+  name: string,
+  claim: CountingSweeper,
+  ...recoveries: CountingSweeper[]
+): CountingSweeper & { readonly parts: readonly CountingSweeper[] } {
+  const parts = [claim, ...recoveries];
+  return {
+    name,
+    parts,
+    get stats() {
+      return Object.assign({}, ...parts.map((p) => p.stats)) as Record<string, number>;
+    },
+    beginPass() {
+      for (const part of parts) part.beginPass?.();
+    },
+    async sweep(): Promise<SweepResult> {
+      const claimed = await claim.sweep();
+      let processed = claimed.processed;
+      let more = claimed.more;
+      for (const recovery of recoveries) {
+        const recovered = await recovery.sweep();
+        processed += recovered.processed;
+        more ||= recovered.more || recovered.processed > 0;
+      }
+      return { processed, more };
+    },
+    async nextDueInMs() {
+      let earliest: number | null = null;
+      for (const part of parts) {
+        const dueIn = await part.nextDueInMs();
+        if (dueIn !== null) earliest = earliest === null ? dueIn : Math.min(earliest, dueIn);
+      }
+      return earliest;
+    },
+  };
+}
