@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { appendEvents } from '../adapters/postgres/event-queries.js';
 import type { DomainEvent } from '../domain/decider.js';
 import { ConcurrencyError } from '../errors.js';
-import { type OutboxMessageSpec, toOutboxRows, writeOutbox } from '../outbox/outbox-writer.js';
+import { toOutboxRows, writeOutbox } from '../outbox/outbox-writer.js';
 import type { NewOutboxMessage } from '../outbox/types.js';
 import type { Database, SqlClient } from '../ports/database.js';
 import { channels, type WakeupSignal } from '../ports/wakeups.js';
@@ -132,7 +132,9 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
   ): Promise<CommandResult<State, Event>> {
     const { decider, store, streamType } = this.aggregate;
     const now = await databaseNow(tx);
-    const loaded = await store.load(tx, streamId);
+    // The row lock first, then the append: every writer of an existing stream locks in this order
+    // (sweeps lock their rows FOR UPDATE before appending too), so writers never deadlock each other.
+    const loaded = await store.load(tx, streamId, { forUpdate: true });
     const current = loaded?.state ?? decider.initialState();
     const version = loaded?.version ?? 0;
     if (options.expectedVersion !== undefined && options.expectedVersion !== version) {

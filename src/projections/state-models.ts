@@ -6,6 +6,7 @@
  * the pure evolve gives exactly its state row") is checked for every aggregate.
  */
 import type { Decider, DomainEvent } from '../domain/decider.js';
+import type { StateTableMapping } from '../eventstore/aggregate.js';
 import type { StoredEvent } from '../eventstore/types.js';
 import type { SqlClient } from '../ports/database.js';
 
@@ -41,23 +42,10 @@ export interface StateModel {
   rowKey(streamId: string): string;
 }
 
-interface StateModelDefinition<State, Event extends DomainEvent> {
+interface StateModelDefinition<State, Event extends DomainEvent> extends StateTableMapping<State, Event> {
   streamType: string;
-  table: string;
   messageEffectStreams?: readonly string[];
   decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>;
-  parseEvent(raw: { type: string; data: unknown }): Event;
-  exists(state: State): boolean;
-  loadRows(
-    sql: SqlClient,
-    streamIds: readonly string[],
-  ): Promise<Map<string, { state: State; version: number }>>;
-  insertRows(
-    sql: SqlClient,
-    rows: readonly { streamId: string; state: State; version: number }[],
-  ): Promise<void>;
-  rowsWithoutEvents(sql: SqlClient, limit: number): Promise<string[]>;
-  rowKey?(streamId: string): string;
 }
 
 /** Builds a registry entry; the casts below are the one place the entry's types are erased. */
@@ -86,6 +74,6 @@ export function defineStateModel<State, Event extends DomainEvent>(
         rows.map((row) => ({ streamId: row.streamId, state: row.state as State, version: row.version })),
       ),
     rowsWithoutEvents: definition.rowsWithoutEvents,
-    rowKey: definition.rowKey ?? ((id) => id),
+    rowKey: (id) => definition.rowKey?.(id) ?? id,
   };
 }

@@ -1,11 +1,137 @@
 /**
- * The transport-neutral parts of the consumer toolkits (`consume` over RabbitMQ, `consumeKafka` over
- * Kafka): how a body becomes a payload (a bad one is a PermanentError, never retried), how a handler's
- * result reads, and how an outcome is counted and logged. Both toolkits share one contract
- * (invariant 4: inbox de-duplication in the handler's transaction); this keeps its rules in one place.
+ * The consumer toolkit's one delivery policy, over any ConsumerTransport (RabbitMQ or Kafka). It turns
+ * at-least-once delivery into an exactly-once *effect* (invariant 4) and keeps the toolkit out of
+ * business publishing (invariant 2): it only ever writes retry and dead-letter copies of the message
+ * it received; business effects (events + outbox rows) go through the handler's transaction.
+ *
+ * Per delivery:
+ * 1. No message id → poison: a copy goes to the dead-letter destination, the inbox records `dead`
+ *    under `missing-id:<sha256 of the body>`, the delivery is settled.
+ * 2. The body is parsed as JSON, then by `parse` (e.g. a zod parse). A throw is permanent.
+ * 3. In ONE transaction: claim the inbox row `(consumer, messageId)`; if it already exists the message
+ *    is a duplicate (commit, settle, count; the handler is not called). Otherwise the handler runs with
+ *    the same `tx`, so its effects and the inbox row commit together. `{ discard: reason }` commits too,
+ *    with status `discarded` (a quiet, permanent "not for me any more", e.g. a stale epoch at the
+ *    destination re-check, invariant 5). Only after the commit is the delivery settled, and the
+ *    handler's after-commit callbacks run (wake-ups).
+ * 4. PermanentError (or a parse failure): rolled back, `rejected` recorded with the error in a separate
+ *    statement (never over a processed/discarded row), settled, never delivered again.
+ * 5. Any other throw (TransientError, database loss, bugs): rolled back; below `maxAttempts` a copy
+ *    with the next attempt number goes to the retry destination (which hands it back after the retry
+ *    delay); at `maxAttempts` the copy goes to the dead-letter destination with the error, the time,
+ *    the consumer and the source, and the inbox records `dead`. The original is settled only after the
+ *    broker confirmed the copy. Nothing is ever requeued in a hot loop.
+ * 6. A copy that cannot be written (broker trouble) leaves the delivery unsettled: the broker delivers
+ *    it again later (after the transport's backoff), and the inbox de-duplicates what had committed.
+ *
+ * One handler call is one attempt: the transaction is not retried in-process on serialization failures
+ * or deadlocks (those go through the retry destination like any transient error), so a handler that
+ * also talks to the outside world is called exactly once per attempt. `stop()` stops receiving, lets
+ * in-flight handlers finish and settle (within `timeoutMs`), then closes the transport.
  */
-import { PermanentError } from '../errors.js';
+import { createHash } from 'node:crypto';
+import { claimInbox, markDiscarded, recordInboxFailure } from '../adapters/postgres/inbox-queries.js';
+import { PermanentError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { HEADER } from '../messaging/headers.js';
+import type { ConsumerTransport, TransportDelivery, TransportState } from '../ports/consumer-transport.js';
+import type { Database, SqlClient } from '../ports/database.js';
+
+export interface ConsumedMessage<T = unknown> {
+  messageId: string;
+  payload: T;
+  headers: Record<string, unknown>;
+  /** 1 for the first delivery, +1 per pass through the retry destination. */
+  attempt: number;
+  /** The queue or topic it was consumed from. */
+  queue: string;
+  /** The broker's redelivered flag (an earlier delivery of this very copy was not acked). */
+  redelivered: boolean;
+  correlationId?: string;
+  aggregateId?: string;
+  /** Runs `callback` after the handler's transaction committed (e.g. wake-ups); never if it rolls back. */
+  afterCommit(callback: () => void): void;
+}
+
+/** 'processed' (also when the handler returns nothing) or a recorded, permanent discard. */
+export type HandlerOutcome = 'processed' | { discard: string };
+
+// `void` (not `undefined`) so that handlers declared as `async (…): Promise<void>` are accepted as-is.
+// biome-ignore lint/suspicious/noConfusingVoidType: a handler that returns nothing means 'processed'
+export type Handler<T> = (message: ConsumedMessage<T>, tx: SqlClient) => Promise<HandlerOutcome | void>;
+
+export type ConsumerState = TransportState;
+
+export interface ConsumerStats {
+  state: ConsumerState;
+  received: number;
+  processed: number;
+  discarded: number;
+  duplicates: number;
+  rejected: number;
+  retried: number;
+  deadLettered: number;
+  /** Deliveries left unsettled for redelivery because their copy or settle could not go out. */
+  redeliveryPending: number;
+  inFlight: number;
+  reconnects: number;
+}
+
+export interface Consumer {
+  /** The queue (or topic) consumed. */
+  readonly queue: string;
+  readonly consumer: string;
+  /** A snapshot of the counters. */
+  readonly stats: ConsumerStats;
+  /**
+   * Graceful stop: stops receiving, waits for in-flight handlers to finish and settle, closes. With
+   * `timeoutMs`, closes after that long even if handlers still run (their messages are then delivered
+   * again, to another consumer, and de-duplicated by the inbox).
+   */
+  stop(options?: { timeoutMs?: number }): Promise<void>;
+}
+
+export interface DeliveryPolicyOptions<T> {
+  /** Name recorded as `inbox.consumer`; de-duplication is per consumer name. */
+  consumer: string;
+  /** Attempts before dead-lettering. */
+  maxAttempts: number;
+  /** The retry destination's delay (for log lines; the transport applies it). */
+  retryDelayMs: number;
+  /** Validates the JSON payload; a throw is permanent (the message is rejected, never retried). */
+  parse?: ((payload: unknown) => T) | undefined;
+  /** Clock for `x-herald-failed-at` (informational; no decision rests on it). */
+  now?: () => number;
+}
+
+type Counter = Exclude<keyof ConsumerStats, 'state' | 'inFlight' | 'reconnects'>;
+type Outcome = 'processed' | 'discarded' | 'duplicate';
+
+/** Longest error text put in a dead-letter header. */
+const MAX_ERROR_HEADER_CHARS = 1000;
+
+/**
+ * Checks the options every toolkit shares (consumer name, attempts, retry delay) plus the transport's
+ * own (`check` adds problems); throws one ValidationError naming them all. Returns the settled values.
+ */
+export function validateConsumerOptions(
+  source: string,
+  options: { consumer: string; maxAttempts?: number | undefined; retryDelayMs?: number | undefined },
+  check: (problems: string[], retryDelayMs: number) => void,
+): { consumer: string; maxAttempts: number; retryDelayMs: number } {
+  const maxAttempts = options.maxAttempts ?? 5;
+  const retryDelayMs = options.retryDelayMs ?? 10_000;
+  const problems: string[] = [];
+  if (!options.consumer) problems.push('consumer name is required');
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1)
+    problems.push('maxAttempts must be a positive integer');
+  if (!Number.isInteger(retryDelayMs)) problems.push('retryDelayMs must be an integer');
+  check(problems, retryDelayMs);
+  if (problems.length > 0) {
+    throw new ValidationError(`invalid consumer options: ${problems.join('; ')}`, { source, problems });
+  }
+  return { consumer: options.consumer, maxAttempts, retryDelayMs };
+}
 
 export function describeError(error: unknown): string {
   if (error instanceof Error) return `${error.name}: ${error.message}`;
@@ -28,7 +154,7 @@ export function decodePayload<T>(body: Buffer, parse?: (payload: unknown) => T):
   }
 }
 
-export function isDiscard(result: unknown): result is { discard: string } {
+function isDiscard(result: unknown): result is { discard: string } {
   return (
     typeof result === 'object' &&
     result !== null &&
@@ -36,23 +162,306 @@ export function isDiscard(result: unknown): result is { discard: string } {
   );
 }
 
-export type DeliveryOutcome = 'processed' | 'discarded' | 'duplicate';
+/** The attempt header as a positive integer; anything else counts as the first attempt. */
+export function attemptOf(headers: Record<string, unknown>): number {
+  const raw = headers[HEADER.attempt];
+  const value = typeof raw === 'number' ? raw : typeof raw === 'string' ? Number(raw) : Number.NaN;
+  return Number.isInteger(value) && value >= 1 ? value : 1;
+}
 
-/** Counts and logs a committed delivery's outcome. */
-export function countOutcome(
-  counters: { processed: number; discarded: number; duplicates: number },
-  outcome: DeliveryOutcome,
-  reason: string | undefined,
-  log: Logger,
-): void {
-  if (outcome === 'duplicate') {
-    counters.duplicates++;
-    log.info('duplicate message; already handled');
-  } else if (outcome === 'discarded') {
-    counters.discarded++;
-    log.info({ reason }, 'message discarded');
-  } else {
-    counters.processed++;
-    log.debug('message processed');
+function stringHeader(value: unknown): string | undefined {
+  if (typeof value === 'string' && value !== '') return value;
+  if (Buffer.isBuffer(value) && value.length > 0) return value.toString('utf8');
+  return undefined;
+}
+
+export class DeliveryPolicy<T> implements Consumer {
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly counters: Record<Counter, number> = {
+    received: 0,
+    processed: 0,
+    discarded: 0,
+    duplicates: 0,
+    rejected: 0,
+    retried: 0,
+    deadLettered: 0,
+    redeliveryPending: 0,
+  };
+  private stopping: Promise<void> | undefined;
+  private readonly logger: Logger;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly db: Database,
+    private readonly transport: ConsumerTransport,
+    private readonly handler: Handler<T>,
+    private readonly options: DeliveryPolicyOptions<T>,
+    logger: Logger,
+  ) {
+    this.logger = logger;
+    this.now = options.now ?? Date.now;
+  }
+
+  get queue(): string {
+    return this.transport.source;
+  }
+
+  get consumer(): string {
+    return this.options.consumer;
+  }
+
+  get stats(): ConsumerStats {
+    return {
+      state: this.transport.state,
+      ...this.counters,
+      inFlight: this.inFlight.size,
+      reconnects: this.transport.reconnects,
+    };
+  }
+
+  /** Starts the transport; resolves once deliveries flow. On failure the transport is closed. */
+  async start(): Promise<this> {
+    try {
+      await this.transport.start((delivery) => this.track(delivery));
+    } catch (error) {
+      await this.transport.close().catch(() => {});
+      throw error;
+    }
+    return this;
+  }
+
+  stop(options: { timeoutMs?: number } = {}): Promise<void> {
+    this.stopping ??= this.shutdown(options.timeoutMs);
+    return this.stopping;
+  }
+
+  private async shutdown(timeoutMs: number | undefined): Promise<void> {
+    await this.transport.cancel();
+    const deadline = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + timeoutMs;
+    // Deliveries that arrived while cancelling join the set too, so loop until it is empty.
+    while (this.inFlight.size > 0) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) {
+        this.logger.warn(
+          { inFlight: this.inFlight.size },
+          'stop timed out; unfinished messages will be redelivered',
+        );
+        break;
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        Promise.allSettled([...this.inFlight]),
+        ...(Number.isFinite(remaining)
+          ? [new Promise((resolve) => (timer = setTimeout(resolve, remaining)))]
+          : []),
+      ]);
+      if (timer) clearTimeout(timer);
+    }
+    await this.transport.close();
+    this.logger.info({ stats: this.stats }, 'consumer stopped');
+  }
+
+  private track(delivery: TransportDelivery): Promise<void> {
+    const work: Promise<void> = this.process(delivery)
+      .catch((error: unknown) => {
+        // A bug in the toolkit itself: give the delivery back rather than hold it for ever.
+        this.logger.error({ err: error, messageId: delivery.messageId }, 'unexpected consumer failure');
+        this.transport.release(delivery, error instanceof Error ? error : new Error(String(error)));
+      })
+      .finally(() => this.inFlight.delete(work));
+    this.inFlight.add(work);
+    return work;
+  }
+
+  private async process(delivery: TransportDelivery): Promise<void> {
+    this.counters.received++;
+    const attempt = attemptOf(delivery.headers);
+    const correlationId = stringHeader(delivery.headers[HEADER.correlationId]) ?? delivery.correlationId;
+    const aggregateId = stringHeader(delivery.headers[HEADER.streamId]);
+    const log = this.logger.child({
+      messageId: delivery.messageId,
+      correlationId,
+      aggregateId,
+      attempt,
+      ...delivery.logFields,
+    });
+
+    if (!delivery.messageId) {
+      const inboxId = `missing-id:${createHash('sha256').update(delivery.body).digest('hex')}`;
+      const missing = `message has no ${this.transport.messageIdLabel}`;
+      log.warn({ inboxId }, `${missing}; dead-lettering it`);
+      await this.deadLetter(delivery, inboxId, attempt, new PermanentError(missing), log);
+      return;
+    }
+    const messageId = delivery.messageId;
+
+    let payload: T;
+    try {
+      payload = decodePayload(delivery.body, this.options.parse);
+    } catch (error) {
+      log.warn({ err: error, preview: delivery.body.subarray(0, 200).toString('utf8') }, 'poison message');
+      await this.reject(delivery, messageId, attempt, error, log);
+      return;
+    }
+
+    const committed: (() => void)[] = [];
+    const message: ConsumedMessage<T> = {
+      messageId,
+      payload,
+      headers: delivery.headers,
+      attempt,
+      queue: this.transport.source,
+      redelivered: delivery.redelivered,
+      ...(correlationId ? { correlationId } : {}),
+      ...(aggregateId ? { aggregateId } : {}),
+      afterCommit: (callback) => committed.push(callback),
+    };
+    const key = { consumer: this.options.consumer, messageId };
+    let outcome: Outcome;
+    let reason: string | undefined;
+    try {
+      outcome = await this.db.transaction(
+        async (tx) => {
+          if (!(await claimInbox(tx, { ...key, attempt }))) return 'duplicate' as const;
+          const result = await this.handler(message, tx);
+          if (isDiscard(result)) {
+            reason = result.discard;
+            await markDiscarded(tx, { ...key, reason });
+            return 'discarded' as const;
+          }
+          return 'processed' as const;
+        },
+        { retryOnConflict: false },
+      );
+    } catch (error) {
+      if (error instanceof PermanentError) await this.reject(delivery, messageId, attempt, error, log);
+      else await this.retryOrDeadLetter(delivery, messageId, attempt, error, log);
+      return;
+    }
+    for (const callback of committed) {
+      try {
+        callback();
+      } catch (error) {
+        log.warn({ err: error }, 'after-commit callback failed');
+      }
+    }
+    this.count(outcome, reason, log);
+    this.settle(delivery, log);
+  }
+
+  private count(outcome: Outcome, reason: string | undefined, log: Logger): void {
+    if (outcome === 'duplicate') {
+      this.counters.duplicates++;
+      log.info('duplicate message; already handled');
+    } else if (outcome === 'discarded') {
+      this.counters.discarded++;
+      log.info({ reason }, 'message discarded');
+    } else {
+      this.counters.processed++;
+      log.debug('message processed');
+    }
+  }
+
+  /** Permanent failure: record `rejected`, settle. If the record cannot be written, retry later instead. */
+  private async reject(
+    delivery: TransportDelivery,
+    messageId: string,
+    attempt: number,
+    error: unknown,
+    log: Logger,
+  ): Promise<void> {
+    try {
+      await recordInboxFailure(this.db, {
+        consumer: this.options.consumer,
+        messageId,
+        status: 'rejected',
+        attempts: attempt,
+        error: describeError(error),
+      });
+    } catch (recordError) {
+      log.warn(
+        { err: recordError, cause: describeError(error) },
+        'cannot record the rejection; retrying the message later',
+      );
+      await this.retryOrDeadLetter(delivery, messageId, attempt, recordError, log);
+      return;
+    }
+    this.counters.rejected++;
+    log.warn({ err: error }, 'message rejected (permanent failure)');
+    this.settle(delivery, log);
+  }
+
+  private async retryOrDeadLetter(
+    delivery: TransportDelivery,
+    messageId: string,
+    attempt: number,
+    error: unknown,
+    log: Logger,
+  ): Promise<void> {
+    if (attempt >= this.options.maxAttempts) {
+      await this.deadLetter(delivery, messageId, attempt, error, log);
+      return;
+    }
+    if (!(await this.copy(delivery, 'retry', { [HEADER.attempt]: attempt + 1 }, log))) return;
+    this.counters.retried++;
+    log.warn(
+      { err: error, nextAttempt: attempt + 1, delayMs: this.options.retryDelayMs },
+      'transient failure; retrying later',
+    );
+    this.settle(delivery, log);
+  }
+
+  private async deadLetter(
+    delivery: TransportDelivery,
+    inboxId: string,
+    attempt: number,
+    error: unknown,
+    log: Logger,
+  ): Promise<void> {
+    const text = describeError(error);
+    const headers = {
+      [HEADER.attempt]: attempt,
+      [HEADER.error]: text.slice(0, MAX_ERROR_HEADER_CHARS),
+      [HEADER.failedAt]: new Date(this.now()).toISOString(),
+      [HEADER.consumer]: this.options.consumer,
+      [HEADER.queue]: this.transport.source,
+    };
+    if (!(await this.copy(delivery, 'dead', headers, log))) return;
+    try {
+      await recordInboxFailure(this.db, {
+        consumer: this.options.consumer,
+        messageId: inboxId,
+        status: 'dead',
+        attempts: attempt,
+        error: text,
+      });
+    } catch (recordError) {
+      // The dead-letter copy is the durable record; handling the message again would only add another.
+      log.error({ err: recordError }, 'message dead-lettered but the inbox record failed');
+    }
+    this.counters.deadLettered++;
+    log.error({ err: error, attempts: attempt }, 'message dead-lettered');
+    this.settle(delivery, log);
+  }
+
+  private async copy(
+    delivery: TransportDelivery,
+    target: 'retry' | 'dead',
+    headers: Record<string, string | number>,
+    log: Logger,
+  ): Promise<boolean> {
+    if (await this.transport.publishCopy(delivery, target, headers)) return true;
+    this.counters.redeliveryPending++;
+    log.warn({ target }, 'cannot write the copy; leaving the message for redelivery');
+    return false;
+  }
+
+  private settle(delivery: TransportDelivery, log: Logger): void {
+    if (!this.transport.settle(delivery)) {
+      this.counters.redeliveryPending++;
+      log.warn(
+        'cannot settle the delivery (channel closed); the broker redelivers and the inbox de-duplicates',
+      );
+    }
   }
 }

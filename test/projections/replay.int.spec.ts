@@ -103,6 +103,7 @@ describe('replay', () => {
           attempt: 1,
           queue: row!.destination,
           redelivered: false,
+          afterCommit: () => {},
           correlationId: 'send-now-1',
         },
         tx,

@@ -54,9 +54,9 @@ export async function createLedgerTable(sql: SqlClient): Promise<void> {
 }
 
 export const ledgerStore: StateStore<LedgerState> = {
-  async load(sql, id) {
+  async load(sql, id, options) {
     const { rows } = await sql.query<{ status: 'open' | 'closed'; balance: string; version: number }>(
-      'select status, balance, version from ledger where id = $1',
+      `select status, balance, version from ledger where id = $1${options?.forUpdate ? ' for update' : ''}`,
       [id],
     );
     const row = rows[0];

@@ -24,6 +24,12 @@
 import type { ConsumeMessage, Options } from 'amqplib';
 import { BrokerUnavailableError, ConfigError, PublishRejectedError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import type {
+  ConsumerTransport,
+  CopyTarget,
+  TransportDelivery,
+  TransportState,
+} from '../../ports/consumer-transport.js';
 import { abortableDelay, retryDelayMs } from '../../runtime/backoff.js';
 import { AmqpConnection, type ConfirmChannel, type QueueType, queueOptions } from './amqp-connection.js';
 
@@ -100,13 +106,8 @@ export interface CopiedProperties {
 }
 
 /** One message as the toolkit sees it (no driver types). */
-export interface InboundDelivery {
-  readonly body: Buffer;
-  /** The AMQP messageId; undefined when missing or empty. */
-  readonly messageId: string | undefined;
-  readonly headers: Record<string, unknown>;
+export interface InboundDelivery extends TransportDelivery {
   readonly properties: CopiedProperties;
-  readonly redelivered: boolean;
 }
 
 export type AmqpConsumerState = 'starting' | 'consuming' | 'reconnecting' | 'stopping' | 'stopped' | 'failed';
@@ -488,6 +489,8 @@ export class AmqpQueueConsumer {
       body: message.content,
       messageId,
       headers: { ...(p.headers ?? {}) },
+      logFields: {},
+      correlationId: stringOrUndefined(p.correlationId),
       properties: {
         contentType: stringOrUndefined(p.contentType),
         contentEncoding: stringOrUndefined(p.contentEncoding),
@@ -532,4 +535,82 @@ function definedProperties(properties: CopiedProperties): Options.Publish {
     if (value !== undefined) (result as Record<string, unknown>)[name] = value;
   }
   return result;
+}
+
+/** Broker-added headers not carried over to copies (a copy is a new message, not a dead-lettering). */
+const BROKER_DEATH_HEADER = /^x-(death|first-death-|last-death-)/;
+
+function copyHeaders(headers: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !BROKER_DEATH_HEADER.test(name)));
+}
+
+/**
+ * The consumer toolkit's transport over RabbitMQ: one AmqpQueueConsumer, its retry queue (named by
+ * its delay) and its dead-letter queue. Copies go out on the delivery's own channel; a copy that
+ * cannot be confirmed recycles the channel (after a backoff the broker redelivers the original: no
+ * nack-requeue, so a failing broker is not hammered).
+ */
+export class AmqpConsumerTransport implements ConsumerTransport {
+  private consumer: AmqpQueueConsumer | undefined;
+  readonly messageIdLabel = 'messageId';
+
+  constructor(private readonly options: Omit<AmqpQueueConsumerOptions, 'onDelivery'>) {}
+
+  get source(): string {
+    return this.options.topology.queue;
+  }
+
+  get state(): TransportState {
+    return this.consumer?.state ?? 'starting';
+  }
+
+  get reconnects(): number {
+    return this.consumer?.reconnects ?? 0;
+  }
+
+  async start(onDelivery: (delivery: TransportDelivery) => Promise<void>): Promise<void> {
+    this.consumer = await AmqpQueueConsumer.start({
+      ...this.options,
+      onDelivery: (delivery) => {
+        void onDelivery(delivery);
+      },
+    });
+  }
+
+  settle(delivery: TransportDelivery): boolean {
+    return this.consumer?.ack(delivery as InboundDelivery) ?? false;
+  }
+
+  async publishCopy(
+    delivery: TransportDelivery,
+    target: CopyTarget,
+    headers: Record<string, string | number>,
+  ): Promise<boolean> {
+    const { queue, retryDelayMs } = this.options.topology;
+    const destination = target === 'retry' ? retryQueueName(queue, retryDelayMs) : deadQueueName(queue);
+    const consumer = this.consumer;
+    if (!consumer) return false;
+    try {
+      await consumer.publishCopy(delivery as InboundDelivery, destination, {
+        ...copyHeaders(delivery.headers),
+        ...headers,
+      });
+      return true;
+    } catch (error) {
+      consumer.recycle(error instanceof Error ? error : new Error(String(error)));
+      return false;
+    }
+  }
+
+  release(_delivery: TransportDelivery, error: Error): void {
+    this.consumer?.recycle(error);
+  }
+
+  async cancel(): Promise<void> {
+    await this.consumer?.cancel();
+  }
+
+  async close(): Promise<void> {
+    await this.consumer?.close();
+  }
 }

@@ -39,6 +39,7 @@ const VERSION_ARG = COLUMNS.length + 1;
 const EXPECTED_ARG = COLUMNS.length + 2;
 
 export const SELECT_CAMPAIGN = `select ${columnList}, version from campaign where id = $1`;
+export const SELECT_CAMPAIGN_FOR_UPDATE = `${SELECT_CAMPAIGN} for update`;
 
 export const INSERT_CAMPAIGNS = `
   insert into campaign (${columnList}, version)
@@ -135,9 +136,13 @@ function columnArrays(states: readonly ExistingCampaign[]): unknown[][] {
 export async function loadCampaign(
   sql: SqlClient,
   id: string,
+  options: { forUpdate?: boolean } = {},
 ): Promise<{ state: ExistingCampaign; version: number } | null> {
   if (!/^[0-9a-f-]{36}$/i.test(id)) return null;
-  const { rows } = await sql.query<CampaignRow>(SELECT_CAMPAIGN, [id]);
+  const { rows } = await sql.query<CampaignRow>(
+    options.forUpdate ? SELECT_CAMPAIGN_FOR_UPDATE : SELECT_CAMPAIGN,
+    [id],
+  );
   return rows[0] ? campaignFromRow(rows[0]) : null;
 }
 

@@ -1,0 +1,175 @@
+/**
+ * The fenced handler: the destination re-check of invariant 5, once for every consumer that acts on
+ * a claim (the LINE delivery worker; action and job-run executors). A message carries the claim's
+ * stream and epoch; before acting, the handler loads the stream and accepts the work only while it
+ * is still in the claimed state *with that epoch*. Otherwise the message is a quiet, permanent
+ * discard: an event on a side stream keyed by the message id records why (the aggregate itself is
+ * not touched), and the inbox records `discarded`.
+ *
+ * Accepted work runs inside the inbox transaction (invariant 4: its effects commit with the inbox row,
+ * once), while a heartbeat refreshes the claim in transactions of its own so stale recovery leaves a
+ * long effect alone. The outcome is a command on the aggregate in the same transaction: `complete`,
+ * or `fail` when the effect throws PermanentError; any other throw rolls everything back and the
+ * toolkit retries the message later. The completion takes the stream's row lock first (the lock order
+ * every writer uses); if the claim was revoked while the effect ran (a reclaim, a pause), the effect is
+ * rolled back to a savepoint and the message discarded, so a fenced-off holder never leaves an effect.
+ */
+
+import { appendEvents } from '../adapters/postgres/event-queries.js';
+import type { DomainEvent } from '../domain/decider.js';
+import { errorMessage, IllegalStateError, PermanentError } from '../errors.js';
+import type { Aggregate } from '../eventstore/aggregate.js';
+import type { CommandHandler } from '../eventstore/command-handler.js';
+import type { EventMeta } from '../eventstore/types.js';
+import type { Logger } from '../logger.js';
+import type { SqlClient } from '../ports/database.js';
+import type { ConsumedMessage, Handler } from './consume.js';
+import { withHeartbeat } from './heartbeat.js';
+
+/** The claim a message belongs to. */
+export interface ClaimRef {
+  streamId: string;
+  epoch: number;
+}
+
+export interface EffectContext<State, Payload> {
+  message: ConsumedMessage<Payload>;
+  claim: ClaimRef;
+  /** The claimed state, as the re-check saw it. */
+  state: State;
+  /** The inbox transaction: effects written here commit with the inbox row and the completion. */
+  tx: SqlClient;
+  log: Logger;
+}
+
+export interface FencedHandlerDefinition<State, Command, Event extends DomainEvent, Payload> {
+  /** The consumer's name: the actor of every event it appends. */
+  consumer: string;
+  aggregate: Aggregate<State, Command, Event>;
+  claimOf(payload: Payload): ClaimRef;
+  /** Null while `state` is the claim the message was produced by; otherwise why not (the discard reason). */
+  refusal(state: State | undefined, claim: ClaimRef): string | null;
+  /** Where refusals are recorded: `<streamType>/<message id>`, one event of `eventType`. */
+  discard: {
+    streamType: string;
+    eventType: string;
+    data(payload: Payload, state: State | undefined, reason: string): Record<string, unknown>;
+  };
+  effect(context: EffectContext<State, Payload>): Promise<void>;
+  /** Refreshes the claim during a long effect (omit for effects that never outlive the stale window). */
+  heartbeat?(claim: ClaimRef, now: Date): Command;
+  complete(claim: ClaimRef, now: Date): Command;
+  fail(claim: ClaimRef, reason: string, now: Date): Command;
+}
+
+export interface FencedHandlerDeps {
+  handler: CommandHandler;
+  logger: Logger;
+  /** Heartbeat interval while an effect runs (seed 000: 5 minutes). */
+  heartbeatMs?: number;
+}
+
+/** Seed 000: the delivery consumer refreshes claimed_at every 5 minutes during a send. */
+export const DEFAULT_HEARTBEAT_MS = 5 * 60_000;
+
+const EFFECT_SAVEPOINT = 'herald_fenced_effect';
+
+export function fencedHandler<State, Command, Event extends DomainEvent, Payload>(
+  definition: FencedHandlerDefinition<State, Command, Event, Payload>,
+  deps: FencedHandlerDeps,
+): Handler<Payload> {
+  const commands = deps.handler.for(definition.aggregate);
+  const heartbeatMs = deps.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+
+  const discard = async (
+    tx: SqlClient,
+    message: ConsumedMessage<Payload>,
+    state: State | undefined,
+    reason: string,
+    meta: EventMeta,
+    log: Logger,
+  ) => {
+    await appendEvents(tx, [
+      {
+        streamType: definition.discard.streamType,
+        streamId: message.messageId,
+        version: 1,
+        type: definition.discard.eventType,
+        data: definition.discard.data(message.payload, state, reason),
+        meta,
+      },
+    ]);
+    log.info({ reason }, 'message discarded at the destination re-check');
+    return { discard: reason };
+  };
+
+  return async (message, tx) => {
+    const claim = definition.claimOf(message.payload);
+    const log = deps.logger.child({
+      consumer: definition.consumer,
+      messageId: message.messageId,
+      correlationId: message.correlationId,
+      aggregateId: claim.streamId,
+      epoch: claim.epoch,
+    });
+    const meta: EventMeta = {
+      ...(message.correlationId ? { correlationId: message.correlationId } : {}),
+      causationId: message.messageId,
+      actor: definition.consumer,
+    };
+    const state = (await definition.aggregate.store.load(tx, claim.streamId))?.state;
+    const refused = definition.refusal(state, claim);
+    if (refused !== null || state === undefined) {
+      return discard(tx, message, state, refused ?? 'not found', meta, log);
+    }
+
+    await tx.query(`savepoint ${EFFECT_SAVEPOINT}`);
+    let failure: string | null = null;
+    try {
+      const work = () => definition.effect({ message, claim, state, tx, log });
+      const { heartbeat } = definition;
+      if (heartbeat) {
+        await withHeartbeat(
+          heartbeatMs,
+          async () => {
+            await commands.handle(claim.streamId, (now) => heartbeat(claim, now), { meta });
+          },
+          work,
+          { onError: (error) => log.warn({ err: error }, 'heartbeat failed') },
+        );
+      } else {
+        await work();
+      }
+    } catch (error) {
+      if (!(error instanceof PermanentError)) throw error; // transient: retried through the retry queue
+      failure = errorMessage(error);
+      await tx.query(`rollback to savepoint ${EFFECT_SAVEPOINT}`);
+    }
+
+    try {
+      const result = await commands.handleInTransaction(
+        tx,
+        claim.streamId,
+        (now) => (failure === null ? definition.complete(claim, now) : definition.fail(claim, failure, now)),
+        { meta },
+      );
+      message.afterCommit(() => commands.signalAfterCommit([result]));
+    } catch (error) {
+      if (!(error instanceof IllegalStateError)) throw error;
+      // The claim was revoked while the effect ran: nothing of it may stay.
+      await tx.query(`rollback to savepoint ${EFFECT_SAVEPOINT}`);
+      const current = (await definition.aggregate.store.load(tx, claim.streamId))?.state;
+      return discard(
+        tx,
+        message,
+        current,
+        definition.refusal(current, claim) ?? errorMessage(error),
+        meta,
+        log,
+      );
+    }
+    if (failure === null) log.info('claim completed at the destination');
+    else log.warn({ reason: failure }, 'effect failed permanently: claim failed');
+    return 'processed';
+  };
+}
