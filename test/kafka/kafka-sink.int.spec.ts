@@ -80,6 +80,23 @@ describe('KafkaSink specifics', () => {
     expect(first.timestamp).toBe(createdAt.getTime());
   });
 
+  it('reports each confirmed message\'s partition and offset as its broker reference', async () => {
+    const topic = await kafka.topic('refs', { partitions: 3 });
+    const received = await kafka.consume(topic);
+    const target = { destination: topic, routingKey: null };
+    // Two publish calls, so offsets continue from a partition's earlier batch.
+    const first = Array.from({ length: 12 }, (_, i) => outbound(target, { partitionKey: `key-${i % 4}` }));
+    const second = Array.from({ length: 9 }, (_, i) => outbound(target, { partitionKey: `key-${i % 3}` }));
+    const outcomes = [...(await sink.publish(first)), ...(await sink.publish(second))];
+    const sent = [...first, ...second];
+    await waitFor(() => received.length >= sent.length, { what: 'all messages' });
+    const actual = new Map(received.map((d) => [d.messageId, `${d.partition}/${d.offset}`]));
+    for (const [index, outcome] of outcomes.entries()) {
+      expect(outcome).toMatchObject({ ok: true, brokerRef: actual.get(sent[index]!.messageId) });
+    }
+    expect(new Set(outcomes.map((o) => (o.ok ? o.brokerRef : null))).size).toBe(sent.length);
+  });
+
   it('rejects only the message the topic refuses (max.message.bytes), even when it poisons its record batch', async () => {
     // 1,500 bytes per record batch: a batch of small messages for one partition exceeds it as well,
     // so the sink must split until each refused message stands alone.

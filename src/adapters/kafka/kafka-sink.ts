@@ -4,7 +4,10 @@
  * idempotent producer. Destination = topic; key = the row's partition key (the stream id unless the
  * writer chose another), so every row of a key lands in one partition, in publish order; headers =
  * the row's headers (event type, stream, correlation id, …) plus `x-herald-message-id` (invariant 4)
- * and `content-type`; timestamp = the row's created_at, the same on every re-publish.
+ * and `content-type`; timestamp = the row's created_at, the same on every re-publish. Each confirmed
+ * message's broker reference is `<partition>/<offset>` (the outbox row's and the receipt's
+ * `broker_ref`): the partitioner records where each message goes, and the broker's response gives
+ * every partition's base offset, from which the messages follow in send order.
  *
  * One `sendBatch` per publish call (per `maxBatchMessages` chunk), all topics together. Calls are
  * serialized: kafkajs' idempotent producer assigns sequence numbers per partition when it builds a
@@ -29,10 +32,12 @@
  */
 import {
   CompressionTypes,
+  type ICustomPartitioner,
   type Kafka,
   type Message,
   Partitioners,
   type Producer,
+  type RecordMetadata,
   type TopicMessages,
 } from 'kafkajs';
 import type { Logger } from '../../logger.js';
@@ -71,6 +76,8 @@ export class KafkaSink implements MessageSink {
   private writeTail: Promise<unknown> = Promise.resolve();
   private closed = false;
   private readonly requestTimeoutMs: number;
+  /** The partition the partitioner chose for each message of the send in progress. */
+  private readonly partitionOf = new WeakMap<Message, number>();
   /** Sends since start, and failed sends (each one replaced the producer): for tests and logs. */
   readonly stats = { sends: 0, failedSends: 0, producers: 0 };
 
@@ -146,14 +153,16 @@ export class KafkaSink implements MessageSink {
       return messages.map((m) => failed(m.id, classifyKafkaError(error)));
     }
     this.stats.sends++;
+    const kafkaMessages = messages.map(toKafkaMessage);
     try {
-      await producer.sendBatch({
+      const metadata = await producer.sendBatch({
         acks: -1,
         timeout: this.requestTimeoutMs,
         compression: CompressionTypes.None,
-        topicMessages: byTopic(messages),
+        topicMessages: byTopic(messages, kafkaMessages),
       });
-      return messages.map((m) => ({ id: m.id, ok: true, brokerRef: null }));
+      const refs = this.brokerRefs(messages, kafkaMessages, metadata);
+      return messages.map((m, index) => ({ id: m.id, ok: true, brokerRef: refs[index] ?? null }));
     } catch (error) {
       this.stats.failedSends++;
       await this.discardProducer(); // its sequence numbers can no longer be trusted (see above)
@@ -185,6 +194,29 @@ export class KafkaSink implements MessageSink {
     }
   }
 
+  /**
+   * `<partition>/<offset>` per message: within one request, the messages of a topic partition are
+   * appended in the order sent, from the partition's base offset. Null where it cannot be known.
+   */
+  private brokerRefs(
+    messages: readonly OutboundMessage[],
+    kafkaMessages: readonly Message[],
+    metadata: readonly RecordMetadata[],
+  ): (string | null)[] {
+    const base = new Map(metadata.map((r) => [`${r.topicName}\u0000${r.partition}`, r.baseOffset]));
+    const next = new Map<string, bigint>();
+    return messages.map((m, index) => {
+      const partition = this.partitionOf.get(kafkaMessages[index]!);
+      if (partition === undefined) return null;
+      const key = `${m.destination}\u0000${partition}`;
+      const first = base.get(key);
+      if (first === undefined || first === null || first === '') return null;
+      const offset = next.get(key) ?? BigInt(first);
+      next.set(key, offset + 1n);
+      return `${partition}/${offset}`;
+    });
+  }
+
   private async connect(): Promise<Producer> {
     if (this.producer) return this.producer;
     const producer = this.kafka.producer({
@@ -193,8 +225,9 @@ export class KafkaSink implements MessageSink {
       allowAutoTopicCreation: false,
       retry: SEND_RETRY,
       // The default partitioner (murmur2 on the key, as the Java client): named so kafkajs does not
-      // warn about its v2 partitioner change. A key always maps to one partition.
-      createPartitioner: Partitioners.DefaultPartitioner,
+      // warn about its v2 partitioner change. A key always maps to one partition. Each choice is
+      // recorded, for the broker references.
+      createPartitioner: this.recordingPartitioner,
     });
     try {
       await producer.connect(); // also obtains the producer id (InitProducerId)
@@ -207,6 +240,15 @@ export class KafkaSink implements MessageSink {
     return producer;
   }
 
+  private readonly recordingPartitioner: ICustomPartitioner = () => {
+    const choose = Partitioners.DefaultPartitioner();
+    return (args) => {
+      const partition = choose(args);
+      this.partitionOf.set(args.message, partition);
+      return partition;
+    };
+  };
+
   private async discardProducer(): Promise<void> {
     const producer = this.producer;
     this.producer = undefined;
@@ -215,15 +257,15 @@ export class KafkaSink implements MessageSink {
 }
 
 /** Groups messages by topic, keeping their order within each topic (and so within each key). */
-function byTopic(messages: readonly OutboundMessage[]): TopicMessages[] {
+function byTopic(messages: readonly OutboundMessage[], kafkaMessages: readonly Message[]): TopicMessages[] {
   const topics = new Map<string, Message[]>();
-  for (const m of messages) {
+  for (const [index, m] of messages.entries()) {
     let list = topics.get(m.destination);
     if (!list) {
       list = [];
       topics.set(m.destination, list);
     }
-    list.push(toKafkaMessage(m));
+    list.push(kafkaMessages[index]!);
   }
   return [...topics].map(([topic, list]) => ({ topic, messages: list }));
 }
