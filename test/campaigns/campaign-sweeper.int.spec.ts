@@ -214,6 +214,19 @@ describe('campaign sweeper', () => {
     expect(reclaimed.claimEpoch).toBe(3);
   });
 
+  it('a campaign scheduled for later, sent now and then reclaimed is claimed again at once, not at its startAt', async () => {
+    const service = campaignService(t.db);
+    const c = await service.create(lineCampaign({ name: 'send now, early' }));
+    await service.schedule(c.campaignId, await dbTimePlus(t.db, 3_600_000)); // an hour from now
+    await service.sendNow(c.campaignId);
+    await deadLetterClaimMessage(t.db, c.campaignId);
+    const s = sweeper({ staleClaimMs: 150 });
+    await waitFor(async () => (await s.recover.sweep()).processed === 1, { what: 'the reaper to reclaim' });
+    expect(await service.get(c.campaignId)).toMatchObject({ status: 'QUEUED', claimEpoch: 2 });
+    expect((await s.claim.sweep()).processed).toBe(1);
+    expect(await service.get(c.campaignId)).toMatchObject({ status: 'DISPATCHING', claimEpoch: 3 });
+  });
+
   it('a scanner wakes at the due time from its timer, not at the next poll', async () => {
     const service = campaignService(t.db);
     const scanner = new Scanner({ sweepers: [sweeper()], pollIntervalMs: 60_000, logger: silentLogger });

@@ -543,6 +543,35 @@ describe('campaign decider: legal transitions', () => {
       ]);
   });
 
+  it('DISPATCHING → QUEUED: a campaign sent now before its startAt is reclaimed claimable at once, not back to its future startAt', () => {
+    const future = at(10_000);
+    const history = run([
+      create({ startAt: future, dispatchDeadline: null }),
+      cmd.activate(),
+      { type: 'SendNow', campaignId: ID, now: at(20) },
+    ]);
+    expect(stateOf(history)).toMatchObject({ status: 'DISPATCHING', startAt: future });
+    const state = given(history)
+      .when(cmd.reclaim(at(36)))
+      .then([
+        {
+          type: 'CampaignReclaimed',
+          data: {
+            epoch: 2,
+            previousClaimedAt: at(20),
+            reason: `no heartbeat for more than ${STALE_AFTER_MS} ms`,
+            to: 'QUEUED',
+            at: at(36),
+          },
+        },
+      ]);
+    expect(state).toMatchObject({ status: 'QUEUED', startAt: future, claimEpoch: 2 });
+    // and the next claim takes it at once, long before its startAt
+    given(run([cmd.reclaim(at(36))], history))
+      .when(cmd.claim(at(37)))
+      .then([{ type: 'CampaignClaimed', data: { epoch: 3, claimedAt: at(37), trigger: 'scanner' } }]);
+  });
+
   it('DISPATCHING → SCHEDULED: the claim holder defers to the next window (new startAt)', () => {
     const state = given(historyFor('DISPATCHING'))
       .when({

@@ -95,6 +95,11 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       if (age <= c.staleAfterMs) {
         throw illegal(c, s, `its claim is ${age} ms old, not stale (staleAfterMs ${c.staleAfterMs})`);
       }
+      // Claimable again at once, whatever triggered the claim: a campaign sent now before its startAt
+      // goes back to QUEUED (seed 003: stale recovery is DISPATCHING → QUEUED), not to a SCHEDULED
+      // state that would silently wait for the original time. One whose startAt has come goes back
+      // to SCHEDULED, due now, where its dispatch deadline still applies.
+      const dueAgain = s.startAt !== null && ms(s.startAt) <= ms(now);
       return [
         {
           type: 'CampaignReclaimed',
@@ -102,7 +107,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
             epoch: s.claimEpoch + 1,
             previousClaimedAt: s.claimedAt,
             reason: c.reason ?? `no heartbeat for more than ${c.staleAfterMs} ms`,
-            to: s.startAt !== null ? 'SCHEDULED' : 'QUEUED',
+            to: dueAgain ? 'SCHEDULED' : 'QUEUED',
             at: now,
           },
         },
