@@ -1,0 +1,137 @@
+/**
+ * Herald's public API: the package entry point (`import { … } from 'herald'`, built to
+ * dist/index.js). Configuration, logging, the runtime and its roles, the aggregate registry and what a
+ * registration is made of, the campaign service, the consumer toolkit (RabbitMQ and Kafka), the
+ * command handler and decider contract, the typed errors and the migrator. Everything else under src/
+ * is internal and may change without notice; every export is listed by name here.
+ */
+
+export type { AmqpConnection, QueueType } from './adapters/amqp/amqp-connection.js';
+export { type MigrationResult, migrate } from './adapters/postgres/migrator.js';
+export {
+  CampaignService,
+  type CampaignServiceDeps,
+  type NewCampaign,
+} from './aggregates/campaign/service.js';
+export { heraldRegistry } from './aggregates/registry.js';
+export {
+  type ConsumerSettings,
+  type HeraldConfig,
+  type HeraldEnv,
+  type KafkaSettings,
+  loadConfig,
+  type MaintenanceSettings,
+  type ProjectorSettings,
+  type RelaySettings,
+  type ScannerSettings,
+} from './config.js';
+export type { CampaignCommand, CampaignCommandType, CreateCampaign } from './domain/campaign/commands.js';
+export type { CampaignEvent, CampaignEventType } from './domain/campaign/events.js';
+export type { CampaignFields, CampaignIn, CampaignState, ExistingCampaign } from './domain/campaign/state.js';
+export {
+  CAMPAIGN_CHANNELS,
+  CAMPAIGN_STATUSES,
+  CAST_TYPES,
+  type CampaignChannel,
+  type CampaignStatus,
+  type CastType,
+  FINAL_CAMPAIGN_STATUSES,
+  type FinalCampaignStatus,
+  isFinalStatus,
+  type PausableCampaignStatus,
+} from './domain/campaign/status.js';
+export { type Decider, type DomainEvent, fold } from './domain/decider.js';
+export {
+  BrokerUnavailableError,
+  ConcurrencyError,
+  ConfigError,
+  DatabaseUnavailableError,
+  HeraldError,
+  type HeraldErrorCode,
+  IllegalStateError,
+  NotFoundError,
+  PermanentError,
+  PublishRejectedError,
+  TransientError,
+  ValidationError,
+} from './errors.js';
+export type {
+  Aggregate,
+  AggregateDescriptor,
+  LoadedStream,
+  LoadOptions,
+  MessageContext,
+  StateStore,
+  StateTableMapping,
+} from './eventstore/aggregate.js';
+export {
+  type AggregateCommands,
+  type BatchResult,
+  CommandHandler,
+  type CommandHandlerDeps,
+  type CommandOptions,
+  type CommandResult,
+} from './eventstore/command-handler.js';
+export {
+  type AggregateContext,
+  type AggregateRegistration,
+  AggregateRegistry,
+  type ConsumerDefinition,
+  defineAggregate,
+  defineConsumer,
+  type RegisteredAggregate,
+  type SideStream,
+  type Topology,
+} from './eventstore/registry.js';
+export type { AppendedEvent, EventMeta, StoredEvent } from './eventstore/types.js';
+export { createLogger, type Logger, silentLogger } from './logger.js';
+export type { OutboxMessageSpec } from './outbox/outbox-writer.js';
+export type { Sink } from './outbox/types.js';
+export type { Database, QueryResult, SqlClient, TransactionOptions } from './ports/database.js';
+export type { WakeupSignal } from './ports/wakeups.js';
+export type { Projection, ProjectionSource, ProjectionTarget } from './projections/projection.js';
+export { maintenanceRole } from './roles/maintenance-role.js';
+export { projectorRole } from './roles/projector-role.js';
+export { relayRole } from './roles/relay-role.js';
+export { scannerRole } from './roles/scanner-role.js';
+export { workerRole } from './roles/worker-role.js';
+export {
+  createRuntime,
+  type RoleDefinition,
+  type Runtime,
+  type RuntimeOptions,
+  runRole,
+  runTogether,
+} from './runtime/runtime.js';
+export type { Sweeper, SweepResult } from './scanner/scanner.js';
+export {
+  type ClaimSweepDefinition,
+  type CountingSweeper,
+  defineClaimSweeper,
+  defineStaleRecovery,
+  type StaleRecoveryDefinition,
+  type StaleRecoverySettings,
+  type SweeperDeps,
+  type SweepOutcome,
+  sweepInOrder,
+} from './scanner/sweeper.js';
+export {
+  type ConsumeDeps,
+  type ConsumedMessage,
+  type ConsumeOptions,
+  type Consumer,
+  type ConsumerState,
+  type ConsumerStats,
+  consume,
+  type Handler,
+  type HandlerOutcome,
+} from './worker/consume.js';
+export { consumeKafka, type KafkaConsumeDeps, type KafkaConsumeOptions } from './worker/consume-kafka.js';
+export {
+  type ClaimRef,
+  type EffectContext,
+  type FencedHandlerDefinition,
+  type FencedHandlerDeps,
+  fencedHandler,
+} from './worker/fenced-handler.js';
+export { type HeartbeatOptions, withHeartbeat } from './worker/heartbeat.js';
