@@ -15,5 +15,9 @@ create index outbox_event_position_brin on outbox using brin (event_position);
 -- Inbox retention (HERALD_INBOX_RETENTION_DAYS): rows are written in time order, so BRIN suffices.
 create index inbox_processed_at_brin on inbox using brin (processed_at);
 
+-- Campaigns waiting in CANCELLING for their cancellation to settle (the campaign sweeper settles those with
+-- nothing left to refund).
+create index campaign_cancelling_idx on campaign (status_changed_at) where status = 'CANCELLING';
+
 -- Idempotency keys expire (the HTTP API's Idempotency-Key, 24 h by default).
 create index idempotency_key_expires_at_idx on idempotency_key (expires_at);

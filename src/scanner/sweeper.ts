@@ -208,16 +208,16 @@ export function defineStaleRecovery<State, Command, Event extends DomainEvent>(
 }
 
 /**
- * An aggregate's sweeps as one sweeper, run in order each call: claims first, so a due row does not
- * wait for recovery's transaction; a recovery that reclaimed something asks for another call (`more`),
- * whose claim takes what it put back.
+ * An aggregate's sweeps as one sweeper, run in order each call: its claim first, so a due row does not
+ * wait for the other sweeps' transactions; a later sweep that changed something (a recovery that
+ * reclaimed) asks for another call (`more`), whose claim takes what it put back.
  */
 export function sweepInOrder(
   name: string,
   claim: CountingSweeper,
-  ...recoveries: CountingSweeper[]
+  ...after: CountingSweeper[]
 ): CountingSweeper & { readonly parts: readonly CountingSweeper[] } {
-  const parts = [claim, ...recoveries];
+  const parts = [claim, ...after];
   return {
     name,
     parts,
@@ -231,10 +231,10 @@ export function sweepInOrder(
       const claimed = await claim.sweep();
       let processed = claimed.processed;
       let more = claimed.more;
-      for (const recovery of recoveries) {
-        const recovered = await recovery.sweep();
-        processed += recovered.processed;
-        more ||= recovered.more || recovered.processed > 0;
+      for (const sweep of after) {
+        const swept = await sweep.sweep();
+        processed += swept.processed;
+        more ||= swept.more || swept.processed > 0;
       }
       return { processed, more };
     },

@@ -87,6 +87,14 @@ export const LOCK_STALE_CLAIMS = `
    order by c.claimed_at
    for update of c skip locked`;
 
+/** CANCELLING campaigns, oldest first, locked for settling their cancellation. */
+export const LOCK_CANCELLING_CAMPAIGNS = `
+  select ${columnList}, version from campaign
+   where status = 'CANCELLING'
+   order by status_changed_at
+   limit $1
+   for update skip locked`;
+
 /** Milliseconds until the next SCHEDULED campaign becomes due (null: none), by the database clock. */
 export const NEXT_CAMPAIGN_DUE_IN_MS = `
   select (extract(epoch from (min(start_at) - now())) * 1000)::float8 as due_in_ms
@@ -176,6 +184,11 @@ export async function saveCampaigns(sql: SqlClient, writes: readonly CampaignWri
 
 export async function lockDueCampaigns(sql: SqlClient, limit: number) {
   const { rows } = await sql.query<CampaignRow>(LOCK_DUE_CAMPAIGNS, [limit]);
+  return rows.map(campaignFromRow);
+}
+
+export async function lockCancellingCampaigns(sql: SqlClient, limit: number) {
+  const { rows } = await sql.query<CampaignRow>(LOCK_CANCELLING_CAMPAIGNS, [limit]);
   return rows.map(campaignFromRow);
 }
 

@@ -15,6 +15,7 @@ import {
 } from '../../adapters/postgres/campaign-queries.js';
 import {
   CAMPAIGN_STREAM_TYPE,
+  type CampaignChannel,
   type CampaignCommand,
   type CampaignEvent,
   type CampaignState,
@@ -23,6 +24,7 @@ import {
   type ExistingCampaign,
   parseCampaignEvent,
 } from '../../domain/campaign.js';
+import { ValidationError } from '../../errors.js';
 import type { AggregateDescriptor, StateStore } from '../../eventstore/aggregate.js';
 import { HEADER } from '../../messaging/headers.js';
 import { derivedMessageId, type OutboxMessageSpec } from '../../outbox/outbox-writer.js';
@@ -96,6 +98,38 @@ export function dispatchMessagesFor(event: CampaignEvent, state: CampaignState):
   ];
 }
 
+/**
+ * Channels whose claim knows what to publish. A campaign of any other channel could be activated but
+ * never dispatched (its claim would write no message and be reclaimed for ever), so until its dispatch
+ * plan exists (sms: per-recipient batches) it may be created and edited as a draft, not activated,
+ * scheduled or sent.
+ */
+const CHANNELS_WITH_DISPATCH_PLAN: ReadonlySet<CampaignChannel> = new Set(['line']);
+const DISPATCH_COMMANDS: ReadonlySet<CampaignCommand['type']> = new Set([
+  'ActivateCampaign',
+  'ScheduleCampaign',
+  'SendNow',
+]);
+
+/** The campaign decider, refusing to put a campaign without a dispatch plan on its way to dispatch. */
+export const campaignDeciderWithDispatchPlans: typeof campaignDecider = {
+  ...campaignDecider,
+  decide(command, state) {
+    if (
+      DISPATCH_COMMANDS.has(command.type) &&
+      state.status !== 'NONE' &&
+      !CHANNELS_WITH_DISPATCH_PLAN.has(state.channel)
+    ) {
+      throw new ValidationError(
+        `campaign ${state.campaignId} cannot be ${command.type === 'ScheduleCampaign' ? 'scheduled' : command.type === 'SendNow' ? 'sent' : 'activated'}: ` +
+          `channel '${state.channel}' has no dispatch plan yet (only ${[...CHANNELS_WITH_DISPATCH_PLAN].join(', ')} campaigns can be dispatched)`,
+        { field: 'channel', channel: state.channel, command: command.type, campaignId: state.campaignId },
+      );
+    }
+    return campaignDecider.decide(command, state);
+  },
+};
+
 /** QUEUED campaigns are due now, SCHEDULED ones at their startAt; nothing else is due for the scanner. */
 export function campaignDueAt(state: CampaignState): string | null {
   if (state.status === 'QUEUED') return state.deletedAt === null ? state.statusChangedAt : null;
@@ -105,7 +139,7 @@ export function campaignDueAt(state: CampaignState): string | null {
 
 export const campaignAggregate: AggregateDescriptor<CampaignState, CampaignCommand, CampaignEvent> = {
   streamType: CAMPAIGN_STREAM_TYPE,
-  decider: campaignDecider,
+  decider: campaignDeciderWithDispatchPlans,
   store: campaignStore,
   messagesFor: ({ event, state }) => dispatchMessagesFor(event, state),
   dueAt: campaignDueAt,

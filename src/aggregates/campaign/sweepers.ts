@@ -4,12 +4,15 @@
  * - claim: due campaigns (SCHEDULED at or past startAt, or QUEUED) → DISPATCHING with a new epoch and
  *   one outbox message each (invariant 1); a SCHEDULED campaign past its dispatch deadline expires
  *   instead.
+ * - settle cancellations: a CANCELLING campaign with nothing left to refund becomes CANCELLED (today
+ *   every one: no per-recipient charges exist yet; a LINE cancellation settles in its own command).
  * - recover (the reaper): a DISPATCHING campaign with no sign of life for the stale window whose claim
  *   message is no longer in flight goes back to QUEUED with a new epoch (invariant 5: the presumed-dead
  *   holder's late message is then discarded at the destination), and the next claim takes it at once.
  */
 import {
   findStaleClaims,
+  lockCancellingCampaigns,
   lockDueCampaigns,
   lockStaleClaims,
   nextCampaignDueInMs,
@@ -59,6 +62,23 @@ export const campaignClaimSweep: ClaimSweepDefinition<CampaignState, CampaignCom
       : { counter: 'claimed', message: `campaign claimed (epoch ${epochOf(result.state)})`, level: 'info' },
 };
 
+export const campaignCancellationSettlement: ClaimSweepDefinition<
+  CampaignState,
+  CampaignCommand,
+  CampaignEvent
+> = {
+  name: 'campaign.settle-cancellations',
+  aggregate: campaignAggregate,
+  actor: 'scanner',
+  lockDue: async (tx, limit) => (await lockCancellingCampaigns(tx, limit)).map(streamOf),
+  command: (stream, now) => ({ type: 'SettleCancellation', campaignId: stream.streamId, now }),
+  outcome: () => ({
+    counter: 'cancelled',
+    message: 'campaign cancellation settled: nothing to refund',
+    level: 'info',
+  }),
+};
+
 export const campaignStaleRecovery: StaleRecoveryDefinition<CampaignState, CampaignCommand, CampaignEvent> = {
   name: 'campaign.recover',
   aggregate: campaignAggregate,
@@ -91,7 +111,7 @@ export interface CampaignSweeperOptions extends Omit<SweeperDeps, 'batchSize'> {
   maxReclaimsPerPass?: number;
 }
 
-/** The campaign's sweeper: claim, then stale recovery, in one sweep. */
+/** The campaign's sweeper: claim, settle cancellations, then stale recovery, in one sweep. */
 export function campaignSweeper(options: CampaignSweeperOptions) {
   const deps: SweeperDeps = { ...options, batchSize: options.batchSize ?? 500 };
   const settings: StaleRecoverySettings = {
@@ -100,6 +120,7 @@ export function campaignSweeper(options: CampaignSweeperOptions) {
     maxReclaimsPerPass: options.maxReclaimsPerPass ?? 100,
   };
   const claim = defineClaimSweeper(campaignClaimSweep, deps);
+  const settle = defineClaimSweeper(campaignCancellationSettlement, deps);
   const recover = defineStaleRecovery(campaignStaleRecovery, deps, settings);
-  return Object.assign(sweepInOrder('campaign', claim, recover), { claim, recover });
+  return Object.assign(sweepInOrder('campaign', claim, settle, recover), { claim, settle, recover });
 }
