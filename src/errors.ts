@@ -9,6 +9,7 @@ export type HeraldErrorCode =
   | 'ILLEGAL_STATE'
   | 'NOT_FOUND'
   | 'CONCURRENCY_CONFLICT'
+  | 'CONFLICT'
   | 'DATABASE_UNAVAILABLE'
   | 'DATABASE_ERROR'
   | 'BROKER_UNAVAILABLE'
@@ -67,6 +68,16 @@ export class NotFoundError extends HeraldError {
 export class ConcurrencyError extends HeraldError {
   constructor(message: string, details: Record<string, unknown> = {}) {
     super('CONCURRENCY_CONFLICT', message, details);
+  }
+}
+
+/**
+ * A unique business key is already taken (an idempotency key reused on create, …). Nothing was
+ * changed; `details` names the field and, where known, what holds the key.
+ */
+export class ConflictError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('CONFLICT', message, details);
   }
 }
 

@@ -6,7 +6,7 @@
  * Time comparisons use the database's now() (invariant 6).
  */
 import type { ExistingCampaign } from '../../domain/campaign.js';
-import { ConcurrencyError } from '../../errors.js';
+import { ConcurrencyError, ConflictError } from '../../errors.js';
 import type { SqlClient } from '../../ports/database.js';
 
 /** Column ↔ state field, with the array type used by batch statements. */
@@ -165,10 +165,26 @@ export async function saveCampaigns(sql: SqlClient, writes: readonly CampaignWri
   const inserts = writes.filter((w) => w.expectedVersion === 0);
   const updates = writes.filter((w) => w.expectedVersion > 0);
   if (inserts.length > 0) {
-    await sql.query(INSERT_CAMPAIGNS, [
-      ...columnArrays(inserts.map((w) => w.state)),
-      inserts.map((w) => w.version),
-    ]);
+    try {
+      await sql.query(INSERT_CAMPAIGNS, [
+        ...columnArrays(inserts.map((w) => w.state)),
+        inserts.map((w) => w.version),
+      ]);
+    } catch (error) {
+      const pgError = error as { code?: string; constraint?: string };
+      if (pgError.code === '23505' && pgError.constraint === 'campaign_idempotency_idx') {
+        const keyed = inserts.find((w) => w.state.idempotencyKey !== null)?.state;
+        throw new ConflictError(
+          `organization ${keyed?.organizationId} already has a campaign with idempotency key '${keyed?.idempotencyKey}'`,
+          {
+            field: 'idempotencyKey',
+            organizationId: keyed?.organizationId,
+            idempotencyKey: keyed?.idempotencyKey,
+          },
+        );
+      }
+      throw error;
+    }
   }
   if (updates.length > 0) {
     const { rowCount } = await sql.query(UPDATE_CAMPAIGNS, [
@@ -216,6 +232,22 @@ export async function nextCampaignDueInMs(sql: SqlClient): Promise<number | null
   const dueInMs = rows[0]?.due_in_ms ?? null;
   // Not greatest(0, …) in SQL: it ignores NULL, and "nothing scheduled" would read as "due now".
   return dueInMs === null ? null : Math.max(0, dueInMs);
+}
+
+export const SELECT_CAMPAIGN_BY_IDEMPOTENCY_KEY = `
+  select id::text as id from campaign where organization_id = $1 and idempotency_key = $2`;
+
+/** The campaign an organization created with an idempotency key, if any. */
+export async function findCampaignByIdempotencyKey(
+  sql: SqlClient,
+  organizationId: string,
+  idempotencyKey: string,
+): Promise<string | null> {
+  const { rows } = await sql.query<{ id: string }>(SELECT_CAMPAIGN_BY_IDEMPOTENCY_KEY, [
+    organizationId,
+    idempotencyKey,
+  ]);
+  return rows[0]?.id ?? null;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -6,6 +6,7 @@
  * that wrote outbox rows.
  */
 import { randomUUID } from 'node:crypto';
+import { findCampaignByIdempotencyKey } from '../../adapters/postgres/campaign-queries.js';
 import { readStream } from '../../adapters/postgres/event-queries.js';
 import {
   CAMPAIGN_STREAM_TYPE,
@@ -15,7 +16,7 @@ import {
   type CreateCampaign,
   type ExistingCampaign,
 } from '../../domain/campaign.js';
-import { NotFoundError } from '../../errors.js';
+import { ConflictError, NotFoundError } from '../../errors.js';
 import type { AggregateCommands, CommandHandler, CommandResult } from '../../eventstore/command-handler.js';
 import type { EventMeta, StoredEvent } from '../../eventstore/types.js';
 import type { Database } from '../../ports/database.js';
@@ -38,10 +39,28 @@ export class CampaignService {
     this.campaigns = deps.handler.for(campaignAggregate);
   }
 
-  /** Creates a DRAFT campaign (or BUILDING with mode 'building'). Returns its id. */
+  /**
+   * Creates a DRAFT campaign (or BUILDING with mode 'building'). An idempotency key the organization
+   * already used is a ConflictError naming the campaign that holds it (`details.existingCampaignId`).
+   */
   async create(input: NewCampaign, meta?: EventMeta): Promise<ExistingCampaign> {
     const campaignId = input.campaignId ?? randomUUID();
-    return this.run(campaignId, (now) => ({ ...input, type: 'CreateCampaign', campaignId, now }), meta);
+    try {
+      return await this.run(
+        campaignId,
+        (now) => ({ ...input, type: 'CreateCampaign', campaignId, now }),
+        meta,
+      );
+    } catch (error) {
+      if (!(error instanceof ConflictError)) throw error;
+      // The stored (trimmed) spellings the conflict reports, not the raw input.
+      const { organizationId, idempotencyKey } = error.details as {
+        organizationId: string;
+        idempotencyKey: string;
+      };
+      const existing = await findCampaignByIdempotencyKey(this.deps.db, organizationId, idempotencyKey);
+      throw new ConflictError(error.message, { ...error.details, existingCampaignId: existing });
+    }
   }
 
   /** DRAFT → SCHEDULED at `startAt` (optionally with a dispatch deadline). */
