@@ -40,6 +40,45 @@ describe('loadConfig', () => {
     }
   });
 
+  it.each([
+    [
+      { HERALD_RELAY_LOCK_SECONDS: '30', HERALD_CAMPAIGN_STALE_CLAIM_SECONDS: '20' },
+      'HERALD_RELAY_LOCK_SECONDS',
+      'HERALD_CAMPAIGN_STALE_CLAIM_SECONDS',
+    ],
+    [
+      { HERALD_DELIVERY_HEARTBEAT_SECONDS: '900', HERALD_CAMPAIGN_STALE_CLAIM_SECONDS: '900' },
+      'HERALD_DELIVERY_HEARTBEAT_SECONDS',
+      'HERALD_CAMPAIGN_STALE_CLAIM_SECONDS',
+    ],
+    [
+      { HERALD_PROJECTOR_POLL_MS: '30000', HERALD_PROJECTOR_LEASE_SECONDS: '30' },
+      'HERALD_PROJECTOR_POLL_MS',
+      'HERALD_PROJECTOR_LEASE_SECONDS',
+    ],
+  ])('refuses contradicting settings %j, naming both', (env, field, other) => {
+    try {
+      loadConfig({ ...base, ...env });
+      expect.unreachable('should have thrown');
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).field).toBe(field);
+      expect((error as ConfigError).message).toContain(field);
+      expect((error as ConfigError).message).toContain(other);
+    }
+  });
+
+  it('warns (naming both) about settings that work but weaken a guarantee', () => {
+    expect(loadConfig(base).warnings).toEqual([]);
+    const config = loadConfig({
+      ...base,
+      HERALD_RELAY_RETENTION_HOURS: '1',
+      HERALD_MESSAGE_LOST_AFTER_SECONDS: '7200',
+    });
+    expect(config.warnings).toHaveLength(1);
+    expect(config.warnings[0]).toMatch(/HERALD_MESSAGE_LOST_AFTER_SECONDS.*HERALD_RELAY_RETENTION_HOURS/);
+  });
+
   it('treats empty strings as unset', () => {
     expect(loadConfig({ ...base, AMQP_URL: '' }).amqpUrl).toBeUndefined();
   });
