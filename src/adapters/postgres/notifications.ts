@@ -12,7 +12,7 @@ import * as pgListen from 'pg-listen';
 import type { Logger } from '../../logger.js';
 import type { Database } from '../../ports/database.js';
 import type { WakeupListener, WakeupSignal } from '../../ports/wakeups.js';
-import { type BackoffSettings, retryDelayMs } from '../../runtime/backoff.js';
+import { abortableDelay, type BackoffSettings, retryDelayMs } from '../../runtime/backoff.js';
 import { connectionConfig, type DatabaseOptions } from './database.js';
 
 const NOTIFY = 'select pg_notify($1, $2)';
@@ -67,67 +67,92 @@ export class CoalescingNotifier implements WakeupSignal {
   }
 }
 
+/**
+ * LISTEN through pg-listen. The first connection is made by a fresh subscriber per attempt (a pg-listen
+ * subscriber whose first connect failed cannot connect again: "Client has already been connected"),
+ * retried with backoff until it works or close() is called; once connected, pg-listen reconnects and
+ * re-LISTENs by itself. Subscribers are woken after every (re)connection.
+ */
 export class PgWakeupListener implements WakeupListener {
-  private readonly subscriber: Subscriber;
+  private subscriber: Subscriber | undefined;
   private readonly handlers = new Map<string, Set<() => void>>();
   private connected: Promise<void> | undefined;
-  private closed = false;
+  private readonly closing = new AbortController();
 
   constructor(
-    options: DatabaseOptions,
+    private readonly options: DatabaseOptions,
     private readonly logger?: Logger,
-  ) {
+  ) {}
+
+  private createSubscriber(): Subscriber {
     // pg-listen is CommonJS with `exports.default`; loaders differ in whether they unwrap it.
     type CreateSubscriber = typeof pgListen.default.default;
     const loaded = pgListen.default as unknown as CreateSubscriber | { default: CreateSubscriber };
     const createSubscriber = typeof loaded === 'function' ? loaded : loaded.default;
-    this.subscriber = createSubscriber(connectionConfig({ ...options, applicationName: 'herald-listen' }), {
-      parse: (payload: string) => payload,
-      retryLimit: Number.POSITIVE_INFINITY,
-      retryTimeout: 0, // never give up: the database coming back is the normal case
-      retryInterval: (attempt: number) => retryDelayMs(attempt + 1, LISTEN_RETRY),
-      paranoidChecking: 10_000,
-    });
-    this.subscriber.events.on('notification', ({ channel }) => this.wake(channel));
-    this.subscriber.events.on('connected', () => {
-      for (const channel of this.handlers.keys()) this.wake(channel);
-    });
-    this.subscriber.events.on('reconnect', (attempt) =>
-      this.logger?.warn({ attempt }, 'listener reconnecting'),
+    const subscriber = createSubscriber(
+      connectionConfig({ ...this.options, applicationName: 'herald-listen' }),
+      {
+        parse: (payload: string) => payload,
+        retryLimit: Number.POSITIVE_INFINITY,
+        retryTimeout: 0, // never give up: the database coming back is the normal case
+        retryInterval: (attempt: number) => retryDelayMs(attempt + 1, LISTEN_RETRY),
+        paranoidChecking: 10_000,
+      },
     );
-    this.subscriber.events.on('error', (error) => this.logger?.error({ err: error }, 'listener error'));
+    subscriber.events.on('notification', ({ channel }) => this.wake(channel));
+    subscriber.events.on('connected', () => this.wakeAll());
+    subscriber.events.on('reconnect', (attempt) => this.logger?.warn({ attempt }, 'listener reconnecting'));
+    subscriber.events.on('error', (error) => this.logger?.error({ err: error }, 'listener error'));
+    return subscriber;
   }
 
   private wake(channel: string): void {
     for (const handler of this.handlers.get(channel) ?? []) handler();
   }
 
+  private wakeAll(): void {
+    for (const channel of this.handlers.keys()) this.wake(channel);
+  }
+
   private connect(): Promise<void> {
     this.connected ??= (async () => {
-      for (let attempt = 0; !this.closed; attempt++) {
+      for (let attempt = 1; !this.closing.signal.aborted; attempt++) {
+        const subscriber = this.createSubscriber();
         try {
-          await this.subscriber.connect();
+          await subscriber.connect();
+          if (this.closing.signal.aborted) break;
+          for (const channel of this.handlers.keys()) await subscriber.listenTo(channel);
+          this.subscriber = subscriber;
+          if (attempt > 1) this.logger?.info({ attempts: attempt }, 'listener connected');
+          this.wakeAll(); // notifications sent while we were away are lost
           return;
         } catch (error) {
-          this.logger?.warn({ err: error, attempt }, 'listener cannot connect yet; retrying');
-          await new Promise((resolve) => setTimeout(resolve, retryDelayMs(attempt + 1, LISTEN_RETRY)));
+          await subscriber.close().catch(() => {});
+          const delayMs = retryDelayMs(attempt, LISTEN_RETRY);
+          this.logger?.warn(
+            { err: error, attempt, retryInMs: delayMs },
+            'listener cannot connect yet; retrying',
+          );
+          await abortableDelay(delayMs, this.closing.signal);
         }
       }
     })();
     return this.connected;
   }
 
+  /** Resolves once listening (waits while the database is away; callers need not wait for it). */
   async subscribe(channel: string, onWake: () => void): Promise<void> {
     const set = this.handlers.get(channel) ?? new Set();
     set.add(onWake);
     this.handlers.set(channel, set);
     await this.connect();
-    if (set.size === 1) await this.subscriber.listenTo(channel);
+    if (set.size === 1) await this.subscriber?.listenTo(channel);
   }
 
   async close(): Promise<void> {
-    this.closed = true;
+    this.closing.abort();
     this.handlers.clear();
-    await this.subscriber.close().catch(() => {});
+    await this.connected;
+    await this.subscriber?.close().catch(() => {});
   }
 }
