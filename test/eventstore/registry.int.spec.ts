@@ -1,0 +1,128 @@
+/**
+ * The aggregate registry is the one place an aggregate is made known: the test ledger, registered
+ * beside the campaign and edited nowhere else, is verified, replayed, folded into the sandbox and
+ * exported like the campaign; a stream type in the log that no registration claims makes verify (and
+ * `herald verify`) fail loudly, so a forgotten registration cannot pass unnoticed.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { campaignRegistration } from '../../src/aggregates/campaign/index.js';
+import { heraldRegistry } from '../../src/aggregates/registry.js';
+import { ValidationError } from '../../src/errors.js';
+import { CommandHandler } from '../../src/eventstore/command-handler.js';
+import { AggregateRegistry } from '../../src/eventstore/registry.js';
+import { exportJsonLines } from '../../src/projections/export.js';
+import { replayStream, stateAt } from '../../src/projections/replay.js';
+import { buildSandbox } from '../../src/projections/sandbox.js';
+import { verifyStates } from '../../src/projections/verify.js';
+import { campaignService, lineCampaign } from '../support/campaigns.js';
+import { herald } from '../support/cli.js';
+import { createLedgerTable, ledgerAggregate, ledgerRegistration } from '../support/ledger-aggregate.js';
+import { createTestDatabase, type TestDatabase, uniqueName } from '../support/services.js';
+
+let t: TestDatabase;
+const queue = uniqueName('herald_test_ledger');
+const registry = new AggregateRegistry([campaignRegistration, ledgerRegistration(queue)]);
+let openedAt: string;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await createLedgerTable(t.db);
+  const ledgers = new CommandHandler({ db: t.db }).for(ledgerAggregate(queue));
+  for (const id of ['l-1', 'l-2', 'l-3']) {
+    await ledgers.handle(id, (now) => ({ type: 'Open', now }));
+    await ledgers.handle(id, (now) => ({ type: 'Credit', amount: 5, now }));
+  }
+  openedAt = (await t.db.query<{ now: Date }>('select now()')).rows[0]!.now.toISOString();
+  await ledgers.handle('l-1', (now) => ({ type: 'Credit', amount: 10, now }));
+  await ledgers.handle('l-2', (now) => ({ type: 'Close', now }));
+  const service = campaignService(t.db);
+  await service.create(lineCampaign());
+});
+afterAll(async () => t?.drop());
+
+describe('aggregate registry', () => {
+  it('verify covers a registered aggregate with no other edit, and finds its drift', async () => {
+    const report = await verifyStates(t.db, registry);
+    expect(report.streamTypes).toEqual(['campaign', 'ledger']);
+    expect(report).toMatchObject({ streams: 4, driftedStreams: 0 });
+
+    await t.db.query("update ledger set balance = 99 where id = 'l-3'");
+    const drifted = await verifyStates(t.db, registry);
+    expect(drifted.drifts).toEqual([
+      expect.objectContaining({
+        kind: 'field',
+        streamType: 'ledger',
+        streamId: 'l-3',
+        field: 'balance',
+        row: 99,
+        replay: 5,
+      }),
+    ]);
+    await t.db.query("update ledger set balance = 5 where id = 'l-3'");
+  });
+
+  it('replay, state at a time, the sandbox and export cover it too', async () => {
+    const replay = await replayStream(t.db, registry, { streamType: 'ledger', streamId: 'l-1' });
+    expect(replay.events.map((e) => e.type)).toEqual(['Opened', 'Credited', 'Credited']);
+    expect(replay.state).toEqual({ status: 'open', balance: 15 });
+    expect(replay.commands[1]!.messages).toHaveLength(1); // each credit caused one outbox message
+
+    const then = await stateAt(t.db, registry, { streamType: 'ledger', streamId: 'l-1' }, openedAt);
+    expect(then).toMatchObject({ version: 2, state: { status: 'open', balance: 5 } });
+
+    const sandbox = await buildSandbox(t.db, registry, { until: openedAt, into: 'sandbox_ledger' });
+    expect(sandbox.tables.map((x) => [x.table, x.rows])).toEqual([
+      ['campaign', 0],
+      ['ledger', 3],
+    ]);
+    const { rows } = await t.db.query<{ id: string; status: string; balance: string }>(
+      'select id, status, balance from sandbox_ledger.ledger order by id',
+    );
+    expect(rows).toEqual([
+      { id: 'l-1', status: 'open', balance: '5' },
+      { id: 'l-2', status: 'open', balance: '5' },
+      { id: 'l-3', status: 'open', balance: '5' },
+    ]);
+
+    const lines: string[] = [];
+    const counts = await exportJsonLines(
+      t.db,
+      { from: null, to: null, streamTypes: ['ledger'], events: true, receipts: false },
+      (chunk) => {
+        lines.push(...chunk.trim().split('\n'));
+      },
+    );
+    expect(counts.events).toBe(8);
+    expect(new Set(lines.map((l) => JSON.parse(l).streamType))).toEqual(new Set(['ledger']));
+  });
+
+  it('a stream type in the log that no registration claims makes verify fail loudly, library and CLI', async () => {
+    // Herald's own registry does not know the ledger.
+    const report = await verifyStates(t.db, heraldRegistry);
+    expect(report.drifts).toEqual([
+      expect.objectContaining({
+        kind: 'unclaimed-stream-type',
+        streamType: 'ledger',
+        detail: expect.stringMatching(/no registered aggregate claims that stream type/),
+      }),
+    ]);
+    expect(report.driftedStreams).toBe(1);
+
+    const cli = await herald(t, ['verify']);
+    expect(cli.code).toBe(1);
+    expect(cli.stdout).toMatch(/DRIFT ledger\/\* unclaimed-stream-type/);
+    // Restricting verify to known stream types skips the check (nothing else is wrong).
+    expect((await herald(t, ['verify', '--stream-type', 'campaign'])).code).toBe(0);
+  });
+
+  it('refuses a stream type, projection or role registered twice', () => {
+    expect(() => new AggregateRegistry([campaignRegistration, campaignRegistration])).toThrow(
+      ValidationError,
+    );
+    expect(
+      () =>
+        new AggregateRegistry([campaignRegistration, ledgerRegistration(queue), ledgerRegistration(queue)]),
+    ).toThrow(/stream type 'ledger' is registered twice/);
+    expect(registry.amqpQueues).toContain(queue);
+  });
+});
