@@ -12,6 +12,7 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { abortableDelay, type BackoffSettings, retryDelayMs } from '../../runtime/backoff.js';
 
 export interface TopicCreation {
   partitions?: number | undefined;
@@ -25,6 +26,9 @@ export interface KafkaTopicAdminOptions {
   ttlMs?: number;
   logger?: Logger | undefined;
 }
+
+const LEADER_WAIT_MS = 30_000;
+const LEADER_WAIT: BackoffSettings = { baseMs: 50, maxMs: 1_000, jitter: 'equal' };
 
 export class KafkaTopicAdmin {
   private admin: Admin | undefined;
@@ -103,9 +107,10 @@ export class KafkaTopicAdmin {
     configEntries: { name: string; value: string }[] = [],
   ): Promise<void> {
     const create = this.options.create ?? {};
-    // waitForLeaders: creation is asynchronous in KRaft; this returns once every partition has a leader.
     await admin.createTopics({
-      waitForLeaders: true,
+      // kafkajs' own wait gives up ("does not host this topic-partition") while a busy broker's metadata
+      // does not know the new topic yet; wait for the leaders below instead.
+      waitForLeaders: false,
       topics: topics.map((topic) => ({
         topic,
         ...(create.partitions ? { numPartitions: create.partitions } : {}),
@@ -113,7 +118,27 @@ export class KafkaTopicAdmin {
         ...(configEntries.length > 0 ? { configEntries } : {}),
       })),
     });
+    await this.waitForLeaders(admin, topics);
     this.options.logger?.info({ topics, ...create }, 'kafka topics created');
+  }
+
+  /** Creation is asynchronous in KRaft: returns once every partition of `topics` has a leader (at most 30 s). */
+  private async waitForLeaders(admin: Admin, topics: readonly string[]): Promise<void> {
+    const deadline = Date.now() + LEADER_WAIT_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const { topics: found } = await admin.fetchTopicMetadata({ topics: [...topics] });
+        const ready =
+          found.length === topics.length &&
+          found.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0));
+        if (ready) return;
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+      }
+      if (Date.now() > deadline)
+        throw new Error(`kafka topics ${topics.join(', ')} have no partition leaders yet`);
+      await abortableDelay(retryDelayMs(attempt, LEADER_WAIT));
+    }
   }
 
   private connect(): Promise<Admin> {
