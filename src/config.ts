@@ -66,6 +66,7 @@ const envSchema = z.object({
   HERALD_CONSUMER_PREFETCH: positiveInt.max(65_535).default(32),
   HERALD_CONSUMER_MAX_ATTEMPTS: positiveInt.default(5),
   HERALD_CONSUMER_RETRY_DELAY_MS: positiveInt.default(10_000),
+  HERALD_CONSUMER_BATCH_SIZE: positiveInt.max(1_000).default(32),
 
   HERALD_PROJECTOR_BATCH_SIZE: positiveInt.max(100_000).default(1_000),
   HERALD_PROJECTOR_POLL_MS: positiveInt.default(1_000),
@@ -180,6 +181,8 @@ export interface ConsumerSettings {
   readonly prefetch: number;
   readonly maxAttempts: number;
   readonly retryDelayMs: number;
+  /** Deliveries per transaction for handlers with a batch form (1: one at a time). */
+  readonly batchSize: number;
 }
 
 function deepFreeze<T extends object>(value: T): Readonly<T> {
@@ -293,6 +296,7 @@ export function loadConfig(
       prefetch: e.HERALD_CONSUMER_PREFETCH,
       maxAttempts: e.HERALD_CONSUMER_MAX_ATTEMPTS,
       retryDelayMs: e.HERALD_CONSUMER_RETRY_DELAY_MS,
+      batchSize: e.HERALD_CONSUMER_BATCH_SIZE,
     },
     projector: {
       batchSize: e.HERALD_PROJECTOR_BATCH_SIZE,

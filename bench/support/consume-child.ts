@@ -98,6 +98,7 @@ async function startHerald(): Promise<Running> {
       maxAttempts: config.consumer.maxAttempts,
       retryDelayMs: config.consumer.retryDelayMs,
       queueType: config.amqpQueueType,
+      batchSize: config.consumer.batchSize,
     },
   );
   return {

@@ -37,6 +37,15 @@ export interface StateStore<State> {
     version: number,
     expectedVersion: number,
   ): Promise<void>;
+  /**
+   * Several rows, keyed by the stream ids as given (absent: no row); with `forUpdate`, locked in a
+   * stable order (concurrent batches lock in one order). Consumers' batch forms use it.
+   */
+  loadMany?(
+    sql: SqlClient,
+    streamIds: readonly string[],
+    options?: LoadOptions,
+  ): Promise<Map<string, { state: State; version: number }>>;
   /** Batch form of `save` for sweeps; each write guarded by its own expected version. */
   saveMany?(
     sql: SqlClient,

@@ -190,12 +190,18 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
     tx: SqlClient,
     streams: readonly LoadedStream<State>[],
     makeCommand: (stream: LoadedStream<State>, now: Date) => Command | null,
-    options: Pick<CommandOptions, 'meta'> = {},
+    options: Pick<CommandOptions, 'meta'> & {
+      /** Each stream's own metadata (e.g. the message that caused its command), over `meta`. */
+      metaFor?: (stream: LoadedStream<State>) => EventMeta;
+    } = {},
   ): Promise<BatchResult<State, Event>> {
     const { decider, store, streamType } = this.aggregate;
     if (streams.length === 0) return { results: [], refused: [] };
     const now = await databaseNow(tx);
-    const meta: EventMeta = { correlationId: randomUUID(), pod: this.deps.pod, ...options.meta };
+    const shared: EventMeta = { correlationId: randomUUID(), pod: this.deps.pod, ...options.meta };
+    const metaOf = options.metaFor
+      ? (stream: LoadedStream<State>) => ({ ...shared, ...options.metaFor!(stream) })
+      : () => shared;
     const decided: { stream: LoadedStream<State>; events: Event[] }[] = [];
     const refused: BatchResult<State, Event>['refused'] = [];
     for (const stream of streams) {
@@ -217,7 +223,7 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
           version: stream.version + index + 1,
           type: event.type,
           data: event.data,
-          meta,
+          meta: metaOf(stream),
         })),
       ),
     );
@@ -239,7 +245,7 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
           eventType: event.type,
           streamType,
           streamId: stream.streamId,
-          meta,
+          meta: metaOf(stream),
         };
         messages.push(...toOutboxRows(origin, specs));
       }

@@ -22,6 +22,7 @@ function startConsumer(
     parse: definition.parse,
     maxAttempts: config.consumer.maxAttempts,
     retryDelayMs: config.consumer.retryDelayMs,
+    batchSize: config.consumer.batchSize,
     signal,
   };
   if (definition.transport === 'kafka') {

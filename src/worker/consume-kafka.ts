@@ -41,6 +41,11 @@ export interface KafkaConsumeOptions<T> {
   signal?: AbortSignal;
   /** Clock for retry delays and `x-herald-failed-at` (informational; no correctness rests on it). */
   now?: () => number;
+  /**
+   * Most deliveries in one transaction when the handler has a batch form (the fenced handler of a
+   * set-based effect). Default 32; 1 turns batching off. A failing batch is handled one message at a time.
+   */
+  batchSize?: number;
 }
 
 /** Starts consuming `topic` (and its retry topic). Resolves once both consumer groups were joined. */
@@ -77,7 +82,12 @@ export async function consumeKafka<T = unknown>(
     deps.db,
     transport,
     handler,
-    { ...common, parse: options.parse, ...(options.now ? { now: options.now } : {}) },
+    {
+      ...common,
+      parse: options.parse,
+      ...(options.now ? { now: options.now } : {}),
+      ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+    },
     logger,
   ).start();
 }

@@ -48,6 +48,11 @@ export interface ConsumeOptions<T> {
   confirmTimeoutMs?: number;
   /** Aborts the initial connection attempts (consume() retries while the broker is down). */
   signal?: AbortSignal;
+  /**
+   * Most deliveries in one transaction when the handler has a batch form (the fenced handler of a
+   * set-based effect). Default 32; 1 turns batching off. A failing batch is handled one message at a time.
+   */
+  batchSize?: number;
 }
 
 /** Starts consuming `queue`. Resolves once the topology is declared and deliveries flow. */
@@ -80,5 +85,11 @@ export async function consume<T = unknown>(
     confirmTimeoutMs: options.confirmTimeoutMs,
     signal: options.signal,
   });
-  return new DeliveryPolicy(deps.db, transport, handler, { ...common, parse: options.parse }, logger).start();
+  return new DeliveryPolicy(
+    deps.db,
+    transport,
+    handler,
+    { ...common, parse: options.parse, ...(options.batchSize ? { batchSize: options.batchSize } : {}) },
+    logger,
+  ).start();
 }

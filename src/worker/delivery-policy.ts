@@ -30,7 +30,13 @@
  * in-flight handlers finish and settle (within `timeoutMs`), then closes the transport.
  */
 import { createHash } from 'node:crypto';
-import { claimInbox, markDiscarded, recordInboxFailure } from '../adapters/postgres/inbox-queries.js';
+import {
+  claimInbox,
+  claimInboxMany,
+  markDiscarded,
+  markDiscardedMany,
+  recordInboxFailure,
+} from '../adapters/postgres/inbox-queries.js';
 import { PermanentError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { HEADER } from '../messaging/headers.js';
@@ -59,6 +65,19 @@ export type HandlerOutcome = 'processed' | { discard: string };
 // `void` (not `undefined`) so that handlers declared as `async (…): Promise<void>` are accepted as-is.
 // biome-ignore lint/suspicious/noConfusingVoidType: a handler that returns nothing means 'processed'
 export type Handler<T> = (message: ConsumedMessage<T>, tx: SqlClient) => Promise<HandlerOutcome | void>;
+
+/**
+ * A handler's set-based form: several new (already inbox-claimed) messages in one transaction, an
+ * outcome for each, in order. It may decline a batch (null); it must throw rather than leave one
+ * message half-handled: the policy then handles each message of the batch on its own.
+ */
+export type BatchHandler<T> = (
+  messages: readonly ConsumedMessage<T>[],
+  tx: SqlClient,
+) => Promise<readonly HandlerOutcome[] | null>;
+
+/** A handler that can also take a batch (the fenced handler of an effect that has a set-based form). */
+export type BatchingHandler<T> = Handler<T> & { batch: BatchHandler<T> };
 
 export type ConsumerState = TransportState;
 
@@ -102,6 +121,26 @@ export interface DeliveryPolicyOptions<T> {
   parse?: ((payload: unknown) => T) | undefined;
   /** Clock for `x-herald-failed-at` (informational; no decision rests on it). */
   now?: () => number;
+  /**
+   * Most deliveries handled in one transaction when the handler has a batch form (default 32; 1 turns
+   * batching off). Deliveries that arrive together are batched; a batch that fails is handled again
+   * one message at a time, so batching never changes an outcome.
+   */
+  batchSize?: number;
+}
+
+/** A delivery ready for the inbox transaction: decoded, with its message and log context. */
+interface Prepared<T> {
+  delivery: TransportDelivery;
+  message: ConsumedMessage<T>;
+  committed: (() => void)[];
+  log: Logger;
+}
+
+interface Waiting {
+  delivery: TransportDelivery;
+  done: () => void;
+  failed: (error: unknown) => void;
 }
 
 type Counter = Exclude<keyof ConsumerStats, 'state' | 'inFlight' | 'reconnects'>;
@@ -154,6 +193,12 @@ export function decodePayload<T>(body: Buffer, parse?: (payload: unknown) => T):
   }
 }
 
+/** Batches handled at once per consumer; more deliveries wait for the next batch. */
+const BATCHES_IN_FLIGHT = 2;
+
+/** The handler declined the batch: handle its messages one at a time. */
+class BatchDeclined extends Error {}
+
 function isDiscard(result: unknown): result is { discard: string } {
   return (
     typeof result === 'object' &&
@@ -190,6 +235,11 @@ export class DeliveryPolicy<T> implements Consumer {
   private stopping: Promise<void> | undefined;
   private readonly logger: Logger;
   private readonly now: () => number;
+  private readonly batchSize: number;
+  private waiting: Waiting[] = [];
+  private flushScheduled: NodeJS.Immediate | undefined;
+  /** Batches being handled; while BATCHES_IN_FLIGHT are, new deliveries gather into the next one. */
+  private batchesInFlight = 0;
 
   constructor(
     private readonly db: Database,
@@ -200,6 +250,7 @@ export class DeliveryPolicy<T> implements Consumer {
   ) {
     this.logger = logger;
     this.now = options.now ?? Date.now;
+    this.batchSize = 'batch' in handler ? Math.max(1, options.batchSize ?? 32) : 1;
   }
 
   get queue(): string {
@@ -262,7 +313,7 @@ export class DeliveryPolicy<T> implements Consumer {
   }
 
   private track(delivery: TransportDelivery): Promise<void> {
-    const work: Promise<void> = this.process(delivery)
+    const work: Promise<void> = this.enqueue(delivery)
       .catch((error: unknown) => {
         // A bug in the toolkit itself: give the delivery back rather than hold it for ever.
         this.logger.error({ err: error, messageId: delivery.messageId }, 'unexpected consumer failure');
@@ -273,7 +324,70 @@ export class DeliveryPolicy<T> implements Consumer {
     return work;
   }
 
-  private async process(delivery: TransportDelivery): Promise<void> {
+  /**
+   * Without a batch form, each delivery is processed at once. With one, batches adapt to the load: a
+   * delivery that finds a free batch slot goes out at the end of this event-loop turn (with whatever
+   * arrived together with it), so an idle consumer adds no latency; while BATCHES_IN_FLIGHT batches
+   * run, deliveries gather (up to the batch size) into the next one.
+   */
+  private enqueue(delivery: TransportDelivery): Promise<void> {
+    if (this.batchSize === 1) return this.process([delivery]);
+    return new Promise<void>((done, failed) => {
+      this.waiting.push({ delivery, done, failed });
+      if (this.waiting.length >= this.batchSize) this.flush();
+      else if (this.batchesInFlight < BATCHES_IN_FLIGHT)
+        this.flushScheduled ??= setImmediate(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    if (this.flushScheduled) clearImmediate(this.flushScheduled);
+    this.flushScheduled = undefined;
+    const batch = this.waiting.splice(0, this.batchSize);
+    if (batch.length === 0) return;
+    this.batchesInFlight++;
+    this.process(batch.map((w) => w.delivery))
+      .then(
+        () => {
+          for (const w of batch) w.done();
+        },
+        (error: unknown) => {
+          for (const w of batch) w.failed(error);
+        },
+      )
+      .finally(() => {
+        this.batchesInFlight--;
+        if (this.waiting.length > 0) this.flush();
+      });
+  }
+
+  private async process(deliveries: readonly TransportDelivery[]): Promise<void> {
+    const prepared: Prepared<T>[] = [];
+    const seen = new Map<string, Prepared<T>>();
+    const repeats: Prepared<T>[] = [];
+    for (const delivery of deliveries) {
+      const ready = await this.prepare(delivery);
+      if (!ready) continue;
+      // The same id twice in one batch: the second is a duplicate of the first (settled after it).
+      if (seen.has(ready.message.messageId)) repeats.push(ready);
+      else {
+        seen.set(ready.message.messageId, ready);
+        prepared.push(ready);
+      }
+    }
+    if (prepared.length > 1 && (await this.processBatch(prepared))) {
+      for (const repeat of repeats) {
+        this.count('duplicate', undefined, repeat.log);
+        this.settle(repeat.delivery, repeat.log);
+      }
+      return;
+    }
+    // One at a time: alone, or a batch that could not be handled as one (nothing of it committed).
+    await Promise.all([...prepared, ...repeats].map((ready) => this.processOne(ready)));
+  }
+
+  /** Poison is settled here (dead-lettered or rejected); the rest is returned ready for its transaction. */
+  private async prepare(delivery: TransportDelivery): Promise<Prepared<T> | null> {
     this.counters.received++;
     const attempt = attemptOf(delivery.headers);
     const correlationId = stringHeader(delivery.headers[HEADER.correlationId]) ?? delivery.correlationId;
@@ -291,7 +405,7 @@ export class DeliveryPolicy<T> implements Consumer {
       const missing = `message has no ${this.transport.messageIdLabel}`;
       log.warn({ inboxId }, `${missing}; dead-lettering it`);
       await this.deadLetter(delivery, inboxId, attempt, new PermanentError(missing), log);
-      return;
+      return null;
     }
     const messageId = delivery.messageId;
 
@@ -301,7 +415,7 @@ export class DeliveryPolicy<T> implements Consumer {
     } catch (error) {
       log.warn({ err: error, preview: delivery.body.subarray(0, 200).toString('utf8') }, 'poison message');
       await this.reject(delivery, messageId, attempt, error, log);
-      return;
+      return null;
     }
 
     const committed: (() => void)[] = [];
@@ -316,6 +430,12 @@ export class DeliveryPolicy<T> implements Consumer {
       ...(aggregateId ? { aggregateId } : {}),
       afterCommit: (callback) => committed.push(callback),
     };
+    return { delivery, message, committed, log };
+  }
+
+  private async processOne({ delivery, message, committed, log }: Prepared<T>): Promise<void> {
+    committed.length = 0;
+    const { messageId, attempt } = message;
     const key = { consumer: this.options.consumer, messageId };
     let outcome: Outcome;
     let reason: string | undefined;
@@ -338,15 +458,84 @@ export class DeliveryPolicy<T> implements Consumer {
       else await this.retryOrDeadLetter(delivery, messageId, attempt, error, log);
       return;
     }
-    for (const callback of committed) {
+    this.committed(committed, log);
+    this.count(outcome, reason, log);
+    this.settle(delivery, log);
+  }
+
+  /**
+   * The batch in one transaction: claim every inbox row in one statement, hand the new messages to the
+   * handler's batch form, record the discards. False (nothing committed) when it could not: the
+   * caller then handles each message on its own.
+   */
+  private async processBatch(batch: readonly Prepared<T>[]): Promise<boolean> {
+    const batchHandler = (this.handler as BatchingHandler<T>).batch;
+    // Inbox rows in message id order: concurrent batches lock them in one order.
+    const ordered = [...batch].sort((a, b) => (a.message.messageId < b.message.messageId ? -1 : 1));
+    let outcomes: Map<string, HandlerOutcome | 'duplicate'>;
+    try {
+      outcomes = await this.db.transaction(
+        async (tx) => {
+          const claimed = await claimInboxMany(
+            tx,
+            this.options.consumer,
+            ordered.map((p) => ({ messageId: p.message.messageId, attempt: p.message.attempt })),
+          );
+          const fresh = ordered.filter((p) => claimed.has(p.message.messageId));
+          const result = new Map<string, HandlerOutcome | 'duplicate'>(
+            ordered
+              .filter((p) => !claimed.has(p.message.messageId))
+              .map((p) => [p.message.messageId, 'duplicate']),
+          );
+          if (fresh.length === 0) return result;
+          const handled = await batchHandler(
+            fresh.map((p) => p.message),
+            tx,
+          );
+          if (handled === null || handled.length !== fresh.length) throw new BatchDeclined();
+          const discards: { messageId: string; reason: string }[] = [];
+          for (const [index, p] of fresh.entries()) {
+            const outcome = handled[index]!;
+            result.set(p.message.messageId, outcome);
+            if (isDiscard(outcome))
+              discards.push({ messageId: p.message.messageId, reason: outcome.discard });
+          }
+          await markDiscardedMany(tx, this.options.consumer, discards);
+          return result;
+        },
+        { retryOnConflict: false },
+      );
+    } catch (error) {
+      if (!(error instanceof BatchDeclined)) {
+        this.logger.debug(
+          { err: error, messages: batch.length },
+          'batch failed; handling its messages one by one',
+        );
+      }
+      for (const p of batch) p.committed.length = 0;
+      return false;
+    }
+    for (const p of batch) {
+      const outcome = outcomes.get(p.message.messageId)!;
+      if (outcome !== 'duplicate') this.committed(p.committed, p.log);
+      this.count(
+        outcome === 'duplicate' ? 'duplicate' : isDiscard(outcome) ? 'discarded' : 'processed',
+        isDiscard(outcome) ? outcome.discard : undefined,
+        p.log,
+      );
+      this.settle(p.delivery, p.log);
+    }
+    return true;
+  }
+
+  private committed(callbacks: readonly (() => void)[], log: Logger): void {
+    for (const callback of callbacks) {
       try {
         callback();
       } catch (error) {
         log.warn({ err: error }, 'after-commit callback failed');
       }
     }
-    this.count(outcome, reason, log);
-    this.settle(delivery, log);
   }
 
   private count(outcome: Outcome, reason: string | undefined, log: Logger): void {

@@ -13,6 +13,12 @@
  * toolkit retries the message later. The completion takes the stream's row lock first (the lock order
  * every writer uses); if the claim was revoked while the effect ran (a reclaim, a pause), the effect is
  * rolled back to a savepoint and the message discarded, so a fenced-off holder never leaves an effect.
+ *
+ * An effect with a set-based form (`effectMany`, e.g. rows written in the inbox transaction) also gets
+ * a batch form: several messages in one transaction, their streams loaded and locked in one statement
+ * (no heartbeat is needed while the rows are locked: stale recovery skips locked rows), the refusals
+ * recorded together, the effects done together and the completions appended and saved together — the
+ * same outcomes, with the round trips paid once per batch.
  */
 
 import { appendEvents } from '../adapters/postgres/event-queries.js';
@@ -20,10 +26,16 @@ import type { DomainEvent } from '../domain/decider.js';
 import { errorMessage, IllegalStateError, PermanentError } from '../errors.js';
 import type { Aggregate } from '../eventstore/aggregate.js';
 import type { CommandHandler } from '../eventstore/command-handler.js';
-import type { EventMeta } from '../eventstore/types.js';
+import type { EventMeta, NewEvent } from '../eventstore/types.js';
 import type { Logger } from '../logger.js';
 import type { SqlClient } from '../ports/database.js';
-import type { ConsumedMessage, Handler } from './consume.js';
+import type {
+  BatchHandler,
+  BatchingHandler,
+  ConsumedMessage,
+  Handler,
+  HandlerOutcome,
+} from './delivery-policy.js';
 import { withHeartbeat } from './heartbeat.js';
 
 /** The claim a message belongs to. */
@@ -56,6 +68,8 @@ export interface FencedHandlerDefinition<State, Command, Event extends DomainEve
     data(payload: Payload, state: State | undefined, reason: string): Record<string, unknown>;
   };
   effect(context: EffectContext<State, Payload>): Promise<void>;
+  /** The effect for several accepted messages at once (the batch form); throw and the batch is retried one by one. */
+  effectMany?(contexts: readonly EffectContext<State, Payload>[]): Promise<void>;
   /** Refreshes the claim during a long effect (omit for effects that never outlive the stale window). */
   heartbeat?(claim: ClaimRef, now: Date): Command;
   complete(claim: ClaimRef, now: Date): Command;
@@ -77,50 +91,55 @@ const EFFECT_SAVEPOINT = 'herald_fenced_effect';
 export function fencedHandler<State, Command, Event extends DomainEvent, Payload>(
   definition: FencedHandlerDefinition<State, Command, Event, Payload>,
   deps: FencedHandlerDeps,
-): Handler<Payload> {
+): Handler<Payload> | BatchingHandler<Payload> {
   const commands = deps.handler.for(definition.aggregate);
   const heartbeatMs = deps.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
-
-  const discard = async (
-    tx: SqlClient,
+  const metaOf = (message: ConsumedMessage<Payload>): EventMeta => ({
+    ...(message.correlationId ? { correlationId: message.correlationId } : {}),
+    causationId: message.messageId,
+    actor: definition.consumer,
+  });
+  const discardEvent = (
     message: ConsumedMessage<Payload>,
     state: State | undefined,
     reason: string,
-    meta: EventMeta,
-    log: Logger,
-  ) => {
-    await appendEvents(tx, [
-      {
-        streamType: definition.discard.streamType,
-        streamId: message.messageId,
-        version: 1,
-        type: definition.discard.eventType,
-        data: definition.discard.data(message.payload, state, reason),
-        meta,
-      },
-    ]);
-    log.info({ reason }, 'message discarded at the destination re-check');
-    return { discard: reason };
-  };
-
-  return async (message, tx) => {
-    const claim = definition.claimOf(message.payload);
-    const log = deps.logger.child({
+  ): NewEvent => ({
+    streamType: definition.discard.streamType,
+    streamId: message.messageId,
+    version: 1,
+    type: definition.discard.eventType,
+    data: definition.discard.data(message.payload, state, reason),
+    meta: metaOf(message),
+  });
+  const logFor = (message: ConsumedMessage<Payload>, claim: ClaimRef) =>
+    deps.logger.child({
       consumer: definition.consumer,
       messageId: message.messageId,
       correlationId: message.correlationId,
       aggregateId: claim.streamId,
       epoch: claim.epoch,
     });
-    const meta: EventMeta = {
-      ...(message.correlationId ? { correlationId: message.correlationId } : {}),
-      causationId: message.messageId,
-      actor: definition.consumer,
-    };
+
+  const discard = async (
+    tx: SqlClient,
+    message: ConsumedMessage<Payload>,
+    state: State | undefined,
+    reason: string,
+    log: Logger,
+  ) => {
+    await appendEvents(tx, [discardEvent(message, state, reason)]);
+    log.info({ reason }, 'message discarded at the destination re-check');
+    return { discard: reason };
+  };
+
+  const single: Handler<Payload> = async (message, tx) => {
+    const claim = definition.claimOf(message.payload);
+    const log = logFor(message, claim);
+    const meta = metaOf(message);
     const state = (await definition.aggregate.store.load(tx, claim.streamId))?.state;
     const refused = definition.refusal(state, claim);
     if (refused !== null || state === undefined) {
-      return discard(tx, message, state, refused ?? 'not found', meta, log);
+      return discard(tx, message, state, refused ?? 'not found', log);
     }
 
     await tx.query(`savepoint ${EFFECT_SAVEPOINT}`);
@@ -159,17 +178,65 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
       // The claim was revoked while the effect ran: nothing of it may stay.
       await tx.query(`rollback to savepoint ${EFFECT_SAVEPOINT}`);
       const current = (await definition.aggregate.store.load(tx, claim.streamId))?.state;
-      return discard(
-        tx,
-        message,
-        current,
-        definition.refusal(current, claim) ?? errorMessage(error),
-        meta,
-        log,
-      );
+      return discard(tx, message, current, definition.refusal(current, claim) ?? errorMessage(error), log);
     }
     if (failure === null) log.info('claim completed at the destination');
     else log.warn({ reason: failure }, 'effect failed permanently: claim failed');
     return 'processed';
   };
+
+  const { effectMany } = definition;
+  const { loadMany } = definition.aggregate.store;
+  if (!effectMany || !loadMany) return single;
+
+  const batch: BatchHandler<Payload> = async (messages, tx) => {
+    const claims = messages.map((m) => definition.claimOf(m.payload));
+    // Two messages for one stream: the second must see the first's outcome, so one at a time.
+    if (new Set(claims.map((c) => c.streamId)).size !== claims.length) return null;
+    const loaded = await loadMany(
+      tx,
+      claims.map((c) => c.streamId),
+      { forUpdate: true },
+    );
+    const outcomes: HandlerOutcome[] = [];
+    const discards: NewEvent[] = [];
+    const accepted: (EffectContext<State, Payload> & { version: number })[] = [];
+    for (const [index, message] of messages.entries()) {
+      const claim = claims[index]!;
+      const row = loaded.get(claim.streamId);
+      const reason = definition.refusal(row?.state, claim) ?? (row ? null : 'not found');
+      if (reason !== null || !row) {
+        discards.push(discardEvent(message, row?.state, reason ?? 'not found'));
+        outcomes.push({ discard: reason ?? 'not found' });
+        logFor(message, claim).info({ reason }, 'message discarded at the destination re-check');
+      } else {
+        accepted.push({
+          message,
+          claim,
+          state: row.state,
+          version: row.version,
+          tx,
+          log: logFor(message, claim),
+        });
+        outcomes.push('processed');
+      }
+    }
+    if (accepted.length > 0) {
+      await effectMany(accepted);
+      const byStream = new Map(accepted.map((a) => [a.claim.streamId, a]));
+      const completed = await commands.handleBatchInTransaction(
+        tx,
+        accepted.map((a) => ({ streamId: a.claim.streamId, state: a.state, version: a.version })),
+        (stream, now) => definition.complete(byStream.get(stream.streamId)!.claim, now),
+        { metaFor: (stream) => metaOf(byStream.get(stream.streamId)!.message) },
+      );
+      // The streams were locked and re-checked: a refusal here is a bug, and the batch goes one by one.
+      if (completed.refused.length > 0) throw completed.refused[0]!.error;
+      messages[0]!.afterCommit(() => commands.signalAfterCommit(completed.results));
+      for (const a of accepted) a.log.info('claim completed at the destination');
+    }
+    await appendEvents(tx, discards);
+    return outcomes;
+  };
+  return Object.assign(single, { batch });
 }

@@ -109,6 +109,9 @@ export const SELECT_CAMPAIGNS = `
   select ${COLUMNS.map(([column]) => `c.${column}`).join(', ')}, c.version
     from unnest($1::uuid[]) as wanted(id) join campaign c on c.id = wanted.id`;
 
+/** The same, locked, in id order (concurrent batches lock in one order). */
+export const SELECT_CAMPAIGNS_FOR_UPDATE = `${SELECT_CAMPAIGNS} order by c.id for update of c`;
+
 /** Campaign rows that no campaign event stream explains (verify: a state row without events). */
 export const CAMPAIGNS_WITHOUT_EVENTS = `
   select c.id::text as id from campaign c
@@ -256,10 +259,14 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export async function loadCampaigns(
   sql: SqlClient,
   ids: readonly string[],
+  options: { forUpdate?: boolean } = {},
 ): Promise<Map<string, { state: ExistingCampaign; version: number }>> {
   const valid = [...new Set(ids.filter((id) => UUID.test(id)))];
   if (valid.length === 0) return new Map();
-  const { rows } = await sql.query<CampaignRow>(SELECT_CAMPAIGNS, [valid]);
+  const { rows } = await sql.query<CampaignRow>(
+    options.forUpdate ? SELECT_CAMPAIGNS_FOR_UPDATE : SELECT_CAMPAIGNS,
+    [valid],
+  );
   return new Map(rows.map((row) => [String(row.id), campaignFromRow(row)]));
 }
 

@@ -30,6 +30,24 @@ export const CLAIM_INBOX = `
    where inbox.status = 'dead'
   returning attempts`;
 
+/** The batch form of CLAIM_INBOX: returns the message ids this transaction now owns (the others are duplicates). */
+export const CLAIM_INBOX_MANY = `
+  insert into inbox (consumer, message_id, status, attempts)
+  select $1, m.message_id, 'processed', m.attempt
+    from unnest($2::text[], $3::int[]) with ordinality as m(message_id, attempt, n)
+   order by m.n
+  on conflict (consumer, message_id) do update
+     set status = 'processed', attempts = excluded.attempts, error = null, processed_at = now()
+   where inbox.status = 'dead'
+  returning message_id`;
+
+/** The batch form of MARK_DISCARDED. */
+export const MARK_DISCARDED_MANY = `
+  update inbox i
+     set status = 'discarded', error = left(d.reason, ${MAX_ERROR_CHARS}), processed_at = now()
+    from unnest($2::text[], $3::text[]) as d(message_id, reason)
+   where i.consumer = $1 and i.message_id = d.message_id and i.status = 'processed'`;
+
 /** The handler chose not to act ("not for me any more"); its transaction still commits. */
 export const MARK_DISCARDED = `
   update inbox
@@ -71,6 +89,37 @@ export interface InboxEntry extends InboxKey {
 export async function claimInbox(tx: SqlClient, key: InboxKey & { attempt: number }): Promise<boolean> {
   const { rowCount } = await tx.query(CLAIM_INBOX, [key.consumer, key.messageId, key.attempt]);
   return rowCount === 1;
+}
+
+/**
+ * Claims several messages (distinct ids, in the given order: concurrent batches lock in one order).
+ * Returns the ids `tx` now owns.
+ */
+export async function claimInboxMany(
+  tx: SqlClient,
+  consumer: string,
+  messages: readonly { messageId: string; attempt: number }[],
+): Promise<Set<string>> {
+  if (messages.length === 0) return new Set();
+  const { rows } = await tx.query<{ message_id: string }>(CLAIM_INBOX_MANY, [
+    consumer,
+    messages.map((m) => m.messageId),
+    messages.map((m) => m.attempt),
+  ]);
+  return new Set(rows.map((row) => row.message_id));
+}
+
+export async function markDiscardedMany(
+  tx: SqlClient,
+  consumer: string,
+  discards: readonly { messageId: string; reason: string }[],
+): Promise<void> {
+  if (discards.length === 0) return;
+  await tx.query(MARK_DISCARDED_MANY, [
+    consumer,
+    discards.map((d) => d.messageId),
+    discards.map((d) => d.reason),
+  ]);
 }
 
 /** Turns the claim made in `tx` into a discard with its reason. */

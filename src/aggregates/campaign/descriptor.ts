@@ -49,6 +49,16 @@ function asExisting(state: CampaignState): ExistingCampaign {
 
 export const campaignStore: StateStore<CampaignState> = {
   load: loadCampaign,
+  async loadMany(sql, streamIds, options) {
+    const rows = await loadCampaigns(sql, streamIds, options);
+    // Keyed by the ids as given (PostgreSQL returns uuids lower-case).
+    const byId = new Map<string, { state: CampaignState; version: number }>();
+    for (const id of streamIds) {
+      const row = rows.get(id.toLowerCase());
+      if (row) byId.set(id, row);
+    }
+    return byId;
+  },
   save: (sql, _streamId, state, version, expectedVersion) =>
     saveCampaigns(sql, [{ state: asExisting(state), version, expectedVersion }]),
   saveMany: (sql, writes) =>

@@ -10,6 +10,7 @@
 import { z } from 'zod';
 import {
   type LineDeliveryRecord,
+  recordLineDeliveries,
   recordLineDelivery,
 } from '../../adapters/postgres/line-delivery-queries.js';
 import type { CampaignCommand, CampaignEvent, CampaignState } from '../../domain/campaign.js';
@@ -19,6 +20,7 @@ import type { SqlClient } from '../../ports/database.js';
 import { type ConsumeDeps, type Consumer, consume, type Handler } from '../../worker/consume.js';
 import {
   DEFAULT_HEARTBEAT_MS,
+  type EffectContext,
   type FencedHandlerDefinition,
   fencedHandler,
 } from '../../worker/fenced-handler.js';
@@ -43,11 +45,26 @@ export const lineDispatchPayload = z.strictObject({
  */
 export interface LineDeliveryPort {
   deliver(delivery: LineDeliveryRecord, tx: SqlClient): Promise<void>;
+  /** Several deliveries at once (optional): with it, the worker handles messages in batches. */
+  deliverMany?(deliveries: readonly LineDeliveryRecord[], tx: SqlClient): Promise<void>;
 }
 
 export const recordingLineDeliveryPort: LineDeliveryPort = {
   deliver: (delivery, tx) => recordLineDelivery(tx, delivery),
+  deliverMany: (deliveries, tx) => recordLineDeliveries(tx, deliveries),
 };
+
+const deliveryRecord = ({
+  message,
+  claim,
+}: EffectContext<CampaignState, LineDispatchPayload>): LineDeliveryRecord => ({
+  campaignId: claim.streamId,
+  epoch: claim.epoch,
+  castType: message.payload.castType,
+  audienceId: message.payload.audienceId,
+  lineOaId: message.payload.lineOaId,
+  messageId: message.messageId,
+});
 
 export function lineDelivery(
   port: LineDeliveryPort,
@@ -74,18 +91,13 @@ export function lineDelivery(
         campaignEpoch: state && state.status !== 'NONE' ? state.claimEpoch : null,
       }),
     },
-    effect: ({ message, claim, tx }) =>
-      port.deliver(
-        {
-          campaignId: claim.streamId,
-          epoch: claim.epoch,
-          castType: message.payload.castType,
-          audienceId: message.payload.audienceId,
-          lineOaId: message.payload.lineOaId,
-          messageId: message.messageId,
-        },
-        tx,
-      ),
+    effect: (context) => port.deliver(deliveryRecord(context), context.tx),
+    ...(port.deliverMany
+      ? {
+          effectMany: (contexts: readonly EffectContext<CampaignState, LineDispatchPayload>[]) =>
+            port.deliverMany!(contexts.map(deliveryRecord), contexts[0]!.tx),
+        }
+      : {}),
     heartbeat: ({ streamId, epoch }, now) => ({ type: 'Heartbeat', campaignId: streamId, epoch, now }),
     complete: ({ streamId, epoch }, now) => ({ type: 'CompleteCampaign', campaignId: streamId, epoch, now }),
     fail: ({ streamId, epoch }, reason, now) => ({
