@@ -194,7 +194,9 @@ export function decodePayload<T>(body: Buffer, parse?: (payload: unknown) => T):
 }
 
 /** Batches handled at once per consumer; more deliveries wait for the next batch. */
-const BATCHES_IN_FLIGHT = 2;
+const BATCHES_IN_FLIGHT = 1;
+/** How long the first delivery of an idle consumer waits for others to join its batch. */
+const BATCH_LINGER_MS = 1;
 
 /** The handler declined the batch: handle its messages one at a time. */
 class BatchDeclined extends Error {}
@@ -237,7 +239,7 @@ export class DeliveryPolicy<T> implements Consumer {
   private readonly now: () => number;
   private readonly batchSize: number;
   private waiting: Waiting[] = [];
-  private flushScheduled: NodeJS.Immediate | undefined;
+  private flushScheduled: NodeJS.Timeout | undefined;
   /** Batches being handled; while BATCHES_IN_FLIGHT are, new deliveries gather into the next one. */
   private batchesInFlight = 0;
 
@@ -326,9 +328,9 @@ export class DeliveryPolicy<T> implements Consumer {
 
   /**
    * Without a batch form, each delivery is processed at once. With one, batches adapt to the load: a
-   * delivery that finds a free batch slot goes out at the end of this event-loop turn (with whatever
-   * arrived together with it), so an idle consumer adds no latency; while BATCHES_IN_FLIGHT batches
-   * run, deliveries gather (up to the batch size) into the next one.
+   * delivery that arrives while no batch runs waits BATCH_LINGER_MS for others to join it (so an idle
+   * consumer adds at most that much latency); while a batch runs, deliveries gather, up to the batch
+   * size, into the next one, which starts when the running one ends.
    */
   private enqueue(delivery: TransportDelivery): Promise<void> {
     if (this.batchSize === 1) return this.process([delivery]);
@@ -336,12 +338,12 @@ export class DeliveryPolicy<T> implements Consumer {
       this.waiting.push({ delivery, done, failed });
       if (this.waiting.length >= this.batchSize) this.flush();
       else if (this.batchesInFlight < BATCHES_IN_FLIGHT)
-        this.flushScheduled ??= setImmediate(() => this.flush());
+        this.flushScheduled ??= setTimeout(() => this.flush(), BATCH_LINGER_MS);
     });
   }
 
   private flush(): void {
-    if (this.flushScheduled) clearImmediate(this.flushScheduled);
+    if (this.flushScheduled) clearTimeout(this.flushScheduled);
     this.flushScheduled = undefined;
     const batch = this.waiting.splice(0, this.batchSize);
     if (batch.length === 0) return;
