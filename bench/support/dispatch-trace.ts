@@ -75,7 +75,10 @@ function install(directory: string, pod: string): void {
     const kind = traceKind(text);
     const start = now();
     const pid = this.processID;
-    const params = Array.isArray(values) ? values : undefined;
+    // Values come as the second argument, or inside the config (named prepared statements).
+    const params = Array.isArray(values)
+      ? values
+      : ((config as { values?: unknown[] } | null)?.values ?? undefined);
     const record = (result?: { rows?: { id?: unknown }[] }) => {
       const event: TraceEvent = { kind, start, end: now(), pid };
       if (kind === 'append') event.ids = params?.[1] as string[];
