@@ -8,9 +8,11 @@
  *
  * Accepted work runs inside the inbox transaction (invariant 4: its effects commit with the inbox row,
  * once), while a heartbeat refreshes the claim in transactions of its own so stale recovery leaves a
- * long effect alone. The outcome is a command on the aggregate in the same transaction: `complete`,
- * or `fail` when the effect throws PermanentError; any other throw rolls everything back and the
- * toolkit retries the message later. The completion takes the stream's row lock first (the lock order
+ * long effect alone. The outcome is a command on the aggregate in the same transaction: `complete`
+ * (given what the effect returned), or `fail` when the effect throws PermanentError; any other throw
+ * is `retry` when the definition has it (the aggregate schedules its own retry or gives up: the
+ * effect is rolled back to a savepoint first), otherwise it rolls everything back and the toolkit
+ * delivers the message again later (its retry queue). The completion takes the stream's row lock first (the lock order
  * every writer uses); if the claim was revoked while the effect ran (a reclaim, a pause), the effect is
  * rolled back to a savepoint and the message discarded, so a fenced-off holder never leaves an effect.
  *
@@ -54,7 +56,7 @@ export interface EffectContext<State, Payload> {
   log: Logger;
 }
 
-export interface FencedHandlerDefinition<State, Command, Event extends DomainEvent, Payload> {
+export interface FencedHandlerDefinition<State, Command, Event extends DomainEvent, Payload, Result = void> {
   /** The consumer's name: the actor of every event it appends. */
   consumer: string;
   aggregate: Aggregate<State, Command, Event>;
@@ -67,13 +69,20 @@ export interface FencedHandlerDefinition<State, Command, Event extends DomainEve
     eventType: string;
     data(payload: Payload, state: State | undefined, reason: string): Record<string, unknown>;
   };
-  effect(context: EffectContext<State, Payload>): Promise<void>;
+  /** The work; what it returns is handed to `complete`. PermanentError → `fail`; other errors → `retry`. */
+  effect(context: EffectContext<State, Payload>): Promise<Result>;
   /** The effect for several accepted messages at once (the batch form); throw and the batch is retried one by one. */
   effectMany?(contexts: readonly EffectContext<State, Payload>[]): Promise<void>;
   /** Refreshes the claim during a long effect (omit for effects that never outlive the stale window). */
   heartbeat?(claim: ClaimRef, now: Date): Command;
-  complete(claim: ClaimRef, now: Date): Command;
-  fail(claim: ClaimRef, reason: string, now: Date): Command;
+  /** The effect succeeded (in the batch form `result` is undefined). */
+  complete(claim: ClaimRef, now: Date, result?: Result): Command;
+  fail(claim: ClaimRef, reason: string, now: Date, error: Error): Command;
+  /**
+   * A transient effect failure as a command (e.g. a retry the aggregate schedules itself, or a final
+   * failure once its attempts are used up) instead of the toolkit delivering the message again.
+   */
+  retry?(claim: ClaimRef, error: Error, now: Date): Command;
 }
 
 export interface FencedHandlerDeps {
@@ -88,8 +97,8 @@ export const DEFAULT_HEARTBEAT_MS = 5 * 60_000;
 
 const EFFECT_SAVEPOINT = 'herald_fenced_effect';
 
-export function fencedHandler<State, Command, Event extends DomainEvent, Payload>(
-  definition: FencedHandlerDefinition<State, Command, Event, Payload>,
+export function fencedHandler<State, Command, Event extends DomainEvent, Payload, Result = void>(
+  definition: FencedHandlerDefinition<State, Command, Event, Payload, Result>,
   deps: FencedHandlerDeps,
 ): Handler<Payload> | BatchingHandler<Payload> {
   const commands = deps.handler.for(definition.aggregate);
@@ -143,9 +152,12 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
     }
 
     await tx.query(`savepoint ${EFFECT_SAVEPOINT}`);
-    let failure: string | null = null;
+    let failure: { kind: 'fail' | 'retry'; error: Error } | null = null;
+    let result: Result | undefined;
     try {
-      const work = () => definition.effect({ message, claim, state, tx, log });
+      const work = async () => {
+        result = await definition.effect({ message, claim, state, tx, log });
+      };
       const { heartbeat } = definition;
       if (heartbeat) {
         await withHeartbeat(
@@ -160,19 +172,29 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
         await work();
       }
     } catch (error) {
-      if (!(error instanceof PermanentError)) throw error; // transient: retried through the retry queue
-      failure = errorMessage(error);
+      const permanent = error instanceof PermanentError;
+      // Transient without a retry command: the toolkit delivers the message again (its retry queue).
+      if (!permanent && !definition.retry) throw error;
+      failure = {
+        kind: permanent ? 'fail' : 'retry',
+        error: error instanceof Error ? error : new Error(String(error)),
+      };
       await tx.query(`rollback to savepoint ${EFFECT_SAVEPOINT}`);
     }
 
     try {
-      const result = await commands.handleInTransaction(
+      const outcome = await commands.handleInTransaction(
         tx,
         claim.streamId,
-        (now) => (failure === null ? definition.complete(claim, now) : definition.fail(claim, failure, now)),
+        (now) =>
+          failure === null
+            ? definition.complete(claim, now, result)
+            : failure.kind === 'fail'
+              ? definition.fail(claim, errorMessage(failure.error), now, failure.error)
+              : definition.retry!(claim, failure.error, now),
         { meta },
       );
-      message.afterCommit(() => commands.signalAfterCommit([result]));
+      message.afterCommit(() => commands.signalAfterCommit([outcome]));
     } catch (error) {
       if (!(error instanceof IllegalStateError)) throw error;
       // The claim was revoked while the effect ran: nothing of it may stay.
@@ -181,7 +203,9 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
       return discard(tx, message, current, definition.refusal(current, claim) ?? errorMessage(error), log);
     }
     if (failure === null) log.info('claim completed at the destination');
-    else log.warn({ reason: failure }, 'effect failed permanently: claim failed');
+    else if (failure.kind === 'fail')
+      log.warn({ err: failure.error }, 'effect failed permanently: claim failed');
+    else log.warn({ err: failure.error }, 'effect failed; the aggregate decides the retry');
     return 'processed';
   };
 
