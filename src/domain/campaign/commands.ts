@@ -7,8 +7,8 @@
  */
 import { z } from 'zod';
 import { CAMPAIGN_CHANNELS, CAST_TYPES } from './status.js';
-import { instantInput, ms } from './time.js';
-import { validationErrorFrom } from './validation.js';
+import { instantInput, ms } from '../time.js';
+import { validationErrorFrom } from '../validation.js';
 
 const campaignId = z.uuid().transform((id) => id.toLowerCase());
 const text = (max: number) => z.string().trim().min(1, 'must not be empty').max(max);

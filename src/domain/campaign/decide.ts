@@ -13,7 +13,7 @@ import { type CampaignCommand, type ParsedCampaignCommand, parseCampaignCommand 
 import type { CampaignEvent } from './events.js';
 import { type CampaignIn, type CampaignState, DELETABLE_STATUSES, type ExistingCampaign } from './state.js';
 import type { CampaignStatus } from './status.js';
-import { ms } from './time.js';
+import { ms } from '../time.js';
 
 export function decideCampaign(command: CampaignCommand, state: CampaignState): CampaignEvent[] {
   const c = parseCampaignCommand(command);

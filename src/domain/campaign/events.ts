@@ -13,8 +13,8 @@ import {
   CLAIM_TRIGGERS,
   PAUSABLE_CAMPAIGN_STATUSES,
 } from './status.js';
-import { storedInstant } from './time.js';
-import { validationErrorFrom } from './validation.js';
+import { storedInstant } from '../time.js';
+import { validationErrorFrom } from '../validation.js';
 
 const epoch = z.number().int().positive();
 const id = z.string().min(1);

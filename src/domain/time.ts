@@ -1,5 +1,5 @@
 /**
- * Time values for the campaign domain. Commands accept a Date or an ISO-8601 string with an offset;
+ * Time values for every domain (campaign, scheduled action, …). Commands accept a Date or an ISO-8601 string with an offset;
  * everything stored (events, state) is the canonical UTC form `Date#toISOString()` so that events
  * survive a jsonb round trip unchanged and replay reproduces state byte for byte (invariant 8).
  * Comparisons go through epoch milliseconds, never string order.

@@ -1,6 +1,6 @@
 /** Turns a zod failure into the ValidationError every Herald caller branches on (never zod's own error). */
 import type { z } from 'zod';
-import { ValidationError } from '../../errors.js';
+import { ValidationError } from '../errors.js';
 
 export function validationErrorFrom(
   what: string,
