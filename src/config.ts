@@ -83,6 +83,16 @@ const envSchema = z.object({
   HERALD_IDEMPOTENCY_EXPIRY_INTERVAL_SECONDS: positiveInt.default(600),
   HERALD_TICK_RETENTION_DAYS: positiveInt.default(30),
   HERALD_STREAM_PRUNE_INTERVAL_SECONDS: positiveInt.default(3_600),
+
+  HERALD_ACTIONS_DISPATCH: z.enum(['queue', 'in-process']).default('queue'),
+  HERALD_ACTIONS_BATCH_SIZE: positiveInt.max(10_000).default(500),
+  HERALD_ACTIONS_STALE_SECONDS: positiveInt.default(300),
+  HERALD_ACTIONS_HEARTBEAT_SECONDS: positiveInt.default(60),
+  HERALD_ACTIONS_MAX_RETRIES: nonNegativeInt.max(100).default(3),
+  HERALD_ACTIONS_RETRY_BASE_MS: positiveInt.default(5_000),
+  HERALD_ACTIONS_RETRY_MAX_MS: positiveInt.default(300_000),
+  HERALD_ACTIONS_SIGNAL_LOOKBACK_SECONDS: nonNegativeInt.default(86_400),
+  HERALD_ACTIONS_CONCURRENCY: positiveInt.max(1_000).optional(),
 });
 
 export type HeraldEnv = z.infer<typeof envSchema>;
@@ -106,8 +116,32 @@ export interface HeraldConfig {
   readonly scanner: ScannerSettings;
   readonly projector: ProjectorSettings;
   readonly maintenance: MaintenanceSettings;
+  readonly actions: ActionSettings;
   /** Settings that work together but weaken a guarantee; logged by every role at start-up. */
   readonly warnings: readonly string[];
+}
+
+/** Scheduled actions (seed 002, docs/decisions/0010-scheduled-actions.md). */
+export interface ActionSettings {
+  /**
+   * queue: `herald scanner` claims due actions and publishes scheduled_action_fire, `herald worker`
+   * consumes it (the seed's cron-scheduler profile); in-process: `herald worker` claims and runs them.
+   */
+  readonly dispatch: 'queue' | 'in-process';
+  /** Actions claimed per transaction (seed 002: 500). */
+  readonly batchSize: number;
+  /** Seed 002: an action processing for longer than this (5 minutes) is recovered. */
+  readonly staleMs: number;
+  /** A running action refreshes its claim this often. */
+  readonly heartbeatMs: number;
+  /** Seed 002: 3 retries, then failed (the default for actions scheduled without maxRetries). */
+  readonly maxRetries: number;
+  readonly retryBaseMs: number;
+  readonly retryMaxMs: number;
+  /** A signal received this long before a wait is saved still unlocks it (the early-signal race). */
+  readonly signalLookbackMs: number;
+  /** In-process dispatch: actions a worker runs at once (default min(8, pool size - 1)). */
+  readonly concurrency: number;
 }
 
 /** Periodic upkeep (src/maintenance/), each service with its own interval; rows per statement shared. */
@@ -210,6 +244,23 @@ function refuseContradictions(e: HeraldEnv): void {
       `(${e.HERALD_DELIVERY_HEARTBEAT_SECONDS}) must be shorter than HERALD_CAMPAIGN_STALE_CLAIM_SECONDS (${stale}): ` +
         'a claim would go stale between two heartbeats of a live send',
     );
+  }
+  if (e.HERALD_ACTIONS_HEARTBEAT_SECONDS >= e.HERALD_ACTIONS_STALE_SECONDS) {
+    throw new ConfigError(
+      'HERALD_ACTIONS_HEARTBEAT_SECONDS',
+      `(${e.HERALD_ACTIONS_HEARTBEAT_SECONDS}) must be shorter than HERALD_ACTIONS_STALE_SECONDS (${e.HERALD_ACTIONS_STALE_SECONDS}): ` +
+        'a running action would go stale between two heartbeats',
+    );
+  }
+  if (e.HERALD_ACTIONS_CONCURRENCY !== undefined && e.HERALD_ACTIONS_CONCURRENCY >= e.HERALD_DB_POOL_SIZE) {
+    throw new ConfigError(
+      'HERALD_ACTIONS_CONCURRENCY',
+      `(${e.HERALD_ACTIONS_CONCURRENCY}) must be below HERALD_DB_POOL_SIZE (${e.HERALD_DB_POOL_SIZE}): ` +
+        'each running action holds a connection for its transaction',
+    );
+  }
+  if (e.HERALD_ACTIONS_RETRY_MAX_MS < e.HERALD_ACTIONS_RETRY_BASE_MS) {
+    throw new ConfigError('HERALD_ACTIONS_RETRY_MAX_MS', 'must be >= HERALD_ACTIONS_RETRY_BASE_MS');
   }
   if (e.HERALD_PROJECTOR_POLL_MS >= e.HERALD_PROJECTOR_LEASE_SECONDS * 1000) {
     throw new ConfigError(
@@ -315,6 +366,17 @@ export function loadConfig(
       idempotencyExpiryIntervalMs: e.HERALD_IDEMPOTENCY_EXPIRY_INTERVAL_SECONDS * 1000,
       tickRetentionDays: e.HERALD_TICK_RETENTION_DAYS,
       streamPruneIntervalMs: e.HERALD_STREAM_PRUNE_INTERVAL_SECONDS * 1000,
+    },
+    actions: {
+      dispatch: e.HERALD_ACTIONS_DISPATCH,
+      batchSize: e.HERALD_ACTIONS_BATCH_SIZE,
+      staleMs: e.HERALD_ACTIONS_STALE_SECONDS * 1000,
+      heartbeatMs: e.HERALD_ACTIONS_HEARTBEAT_SECONDS * 1000,
+      maxRetries: e.HERALD_ACTIONS_MAX_RETRIES,
+      retryBaseMs: e.HERALD_ACTIONS_RETRY_BASE_MS,
+      retryMaxMs: e.HERALD_ACTIONS_RETRY_MAX_MS,
+      signalLookbackMs: e.HERALD_ACTIONS_SIGNAL_LOOKBACK_SECONDS * 1000,
+      concurrency: e.HERALD_ACTIONS_CONCURRENCY ?? Math.max(1, Math.min(8, e.HERALD_DB_POOL_SIZE - 1)),
     },
     warnings: contradictionWarnings(e),
   });

@@ -4,5 +4,6 @@
  */
 import { AggregateRegistry } from '../eventstore/registry.js';
 import { campaignRegistration } from './campaign/index.js';
+import { scheduledActionRegistrations } from './scheduled-action/index.js';
 
-export const heraldRegistry = new AggregateRegistry([campaignRegistration]);
+export const heraldRegistry = new AggregateRegistry([campaignRegistration, ...scheduledActionRegistrations]);

@@ -1,6 +1,6 @@
 /**
  * The aggregate registry: one list of registered aggregates that every role and command iterates —
- * the scanner (sweepers), the worker (consumers), the relay and consumers (queue and topic topology),
+ * the scanner (sweepers), the worker (consumers, and the sweeps of in-process shapes), the relay and consumers (queue and topic topology),
  * the projector (projections), replay, verify, the sandbox and export (state models), maintenance
  * (side-stream retention) and the CLI (roles an aggregate contributes, e.g. the campaign tick).
  * Generic machinery receives a registry and never imports an aggregate's module; the default
@@ -82,6 +82,8 @@ export interface AggregateRegistration<State, Command, Event extends DomainEvent
   readonly sideStreams?: readonly SideStream[];
   readonly topology?: Topology;
   readonly sweepers?: (context: AggregateContext) => Sweeper[];
+  /** Sweeps `herald worker` runs itself (a deployment shape where workers claim their own work). */
+  readonly workerSweepers?: (context: AggregateContext) => Sweeper[];
   readonly consumers?: (context: AggregateContext) => ConsumerDefinition[];
   readonly projections?: readonly Projection[];
   readonly roles?: Readonly<Record<string, RoleDefinition>>;
@@ -94,6 +96,7 @@ export interface RegisteredAggregate {
   readonly sideStreams: readonly SideStream[];
   readonly topology: Topology;
   readonly sweepers: (context: AggregateContext) => Sweeper[];
+  readonly workerSweepers: (context: AggregateContext) => Sweeper[];
   readonly consumers: (context: AggregateContext) => ConsumerDefinition[];
   readonly projections: readonly Projection[];
   readonly roles: Readonly<Record<string, RoleDefinition>>;
@@ -115,6 +118,7 @@ export function defineAggregate<State, Command, Event extends DomainEvent>(
     sideStreams,
     topology: registration.topology ?? {},
     sweepers: registration.sweepers ?? (() => []),
+    workerSweepers: registration.workerSweepers ?? (() => []),
     consumers: registration.consumers ?? (() => []),
     projections: registration.projections ?? [],
     roles: registration.roles ?? {},
@@ -215,6 +219,10 @@ export class AggregateRegistry {
 
   sweepers(context: AggregateContext): Sweeper[] {
     return this.aggregates.flatMap((a) => a.sweepers(context));
+  }
+
+  workerSweepers(context: AggregateContext): Sweeper[] {
+    return this.aggregates.flatMap((a) => a.workerSweepers(context));
   }
 
   consumers(context: AggregateContext): ConsumerDefinition[] {

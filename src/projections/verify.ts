@@ -93,7 +93,14 @@ const ref = (e: StoredEvent): EventRef => ({
   recordedAt: e.recordedAt,
 });
 
-const same = (a: unknown, b: unknown) => a === b || JSON.stringify(a) === JSON.stringify(b);
+/** JSON with object keys sorted: jsonb keeps keys in its own order, so a row's objects come back reordered. */
+const canonical = (value: unknown): string =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+const same = (a: unknown, b: unknown) => a === b || canonical(a) === canonical(b);
 
 export async function verifyStates(
   db: Database,

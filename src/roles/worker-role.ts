@@ -3,10 +3,15 @@
  * delivery worker of seed 000), one consumer per source queue or topic, on RabbitMQ or Kafka as each
  * definition says. Every consumer runs the toolkit's one delivery policy: inbox de-duplication in the
  * handler's transaction (invariant 4), permanent vs transient errors, retry and dead-letter copies.
+ * Aggregates whose deployment shape has workers claim their own work (scheduled actions with
+ * HERALD_ACTIONS_DISPATCH=in-process) add worker sweeps: the worker runs them in a Scanner loop of its
+ * own, woken like the scanner (NOTIFY of the due channel, the next-due timer, the fallback poll).
  */
 import { ConfigError } from '../errors.js';
 import type { ConsumerDefinition } from '../eventstore/registry.js';
+import { channels } from '../ports/wakeups.js';
 import { aborted, type RoleDefinition, type Runtime } from '../runtime/runtime.js';
+import { Scanner } from '../scanner/scanner.js';
 import { type Consumer, consume } from '../worker/consume.js';
 import { consumeKafka } from '../worker/consume-kafka.js';
 
@@ -55,13 +60,27 @@ export const workerRole: RoleDefinition = {
   summary: 'built-in consumers of every registered aggregate (LINE campaign delivery)',
   async run(runtime, signal) {
     const { logger: log, registry } = runtime;
-    const definitions = registry.consumers({
+    const context = {
       config: runtime.config,
       db: runtime.db,
       handler: runtime.handler,
       logger: log,
       wakeups: runtime.notifier,
-    });
+    };
+    const definitions = registry.consumers(context);
+    const sweepers = registry.workerSweepers(context);
+    const scanner =
+      sweepers.length > 0
+        ? new Scanner({ sweepers, pollIntervalMs: runtime.config.scanner.pollMs, logger: log })
+        : undefined;
+    if (scanner) {
+      scanner.start();
+      runtime.listener
+        .subscribe(channels.due(runtime.config.schema), () => scanner.wake())
+        .catch((error: unknown) =>
+          log.warn({ err: error }, 'worker cannot listen for wake-ups; polling only'),
+        );
+    }
     const started = await Promise.allSettled(
       definitions.flatMap((definition) =>
         definition.sources.map((source) => startConsumer(runtime, definition, source, signal)),
@@ -71,11 +90,20 @@ export const workerRole: RoleDefinition = {
     try {
       const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
       if (failed && !signal.aborted) throw failed.reason;
-      log.info({ queues: consumers.map((c) => c.queue) }, 'worker started');
+      log.info(
+        { queues: consumers.map((c) => c.queue), sweepers: sweepers.map((s) => s.name) },
+        'worker started',
+      );
       await aborted(signal);
     } finally {
-      await Promise.all(consumers.map((c) => c.stop({ timeoutMs: 30_000 })));
-      log.info({ consumers: consumers.map((c) => ({ queue: c.queue, ...c.stats })) }, 'worker stopped');
+      await Promise.all([...consumers.map((c) => c.stop({ timeoutMs: 30_000 })), scanner?.stop()]);
+      log.info(
+        {
+          consumers: consumers.map((c) => ({ queue: c.queue, ...c.stats })),
+          sweepers: sweepers.map((s) => ({ name: s.name, ...s.stats })),
+        },
+        'worker stopped',
+      );
     }
   },
 };

@@ -60,6 +60,11 @@ export interface ClaimSweepDefinition<State, Command, Event extends DomainEvent>
   nextDueInMs?(sql: SqlClient): Promise<number | null>;
   /** How a result is counted and logged. Default: counter `processed`, at debug. */
   outcome?(result: CommandResult<State, Event>): SweepOutcome;
+  /**
+   * Runs after the sweep's transaction committed, with its results, before the sweep returns (e.g. an
+   * in-process deployment running what it just claimed). A throw fails the pass; the claims stay.
+   */
+  afterCommit?(results: readonly CommandResult<State, Event>[]): Promise<void>;
 }
 
 export interface StaleRecoveryDefinition<State, Command, Event extends DomainEvent> {
@@ -154,6 +159,7 @@ export function defineClaimSweeper<State, Command, Event extends DomainEvent>(
       commands.signalAfterCommit(batch.results, deps.wakeups);
       record(logger, stats, batch.results, definition.outcome);
       logRefusals(logger, definition.name, batch.refused);
+      if (definition.afterCommit && batch.results.length > 0) await definition.afterCommit(batch.results);
       return { processed: batch.results.length, more: found === deps.batchSize };
     },
     nextDueInMs: () => definition.nextDueInMs?.(deps.db) ?? Promise.resolve(null),

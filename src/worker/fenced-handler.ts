@@ -82,7 +82,7 @@ export interface FencedHandlerDefinition<State, Command, Event extends DomainEve
    * A transient effect failure as a command (e.g. a retry the aggregate schedules itself, or a final
    * failure once its attempts are used up) instead of the toolkit delivering the message again.
    */
-  retry?(claim: ClaimRef, error: Error, now: Date): Command;
+  retry?(claim: ClaimRef, error: Error, now: Date, state: State): Command;
 }
 
 export interface FencedHandlerDeps {
@@ -191,7 +191,7 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
             ? definition.complete(claim, now, result)
             : failure.kind === 'fail'
               ? definition.fail(claim, errorMessage(failure.error), now, failure.error)
-              : definition.retry!(claim, failure.error, now),
+              : definition.retry!(claim, failure.error, now, state),
         { meta },
       );
       message.afterCommit(() => commands.signalAfterCommit([outcome]));

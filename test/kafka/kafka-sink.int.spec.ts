@@ -80,7 +80,7 @@ describe('KafkaSink specifics', () => {
     expect(first.timestamp).toBe(createdAt.getTime());
   });
 
-  it('reports each confirmed message\'s partition and offset as its broker reference', async () => {
+  it("reports each confirmed message's partition and offset as its broker reference", async () => {
     const topic = await kafka.topic('refs', { partitions: 3 });
     const received = await kafka.consume(topic);
     const target = { destination: topic, routingKey: null };

@@ -8,6 +8,7 @@
 import type { ExistingCampaign } from '../../domain/campaign.js';
 import { ConflictError } from '../../errors.js';
 import type { SqlClient } from '../../ports/database.js';
+import { STALE_CLAIMED_AT } from './claim-liveness-queries.js';
 import { isUuid, stateTable } from './state-table.js';
 
 /** The state table: one column per state field (src/adapters/postgres/state-table.ts). */
@@ -40,7 +41,11 @@ export const campaignTable = stateTable<ExistingCampaign>({
     const keyed = inserted.find((state) => state.idempotencyKey !== null);
     return new ConflictError(
       `organization ${keyed?.organizationId} already has a campaign with idempotency key '${keyed?.idempotencyKey}'`,
-      { field: 'idempotencyKey', organizationId: keyed?.organizationId, idempotencyKey: keyed?.idempotencyKey },
+      {
+        field: 'idempotencyKey',
+        organizationId: keyed?.organizationId,
+        idempotencyKey: keyed?.idempotencyKey,
+      },
     );
   },
 });
@@ -58,14 +63,6 @@ export const LOCK_DUE_CAMPAIGNS = `
    order by start_at nulls first, id
    limit $1
    for update skip locked`;
-
-/**
- * "Stale" exactly as the decider's ReclaimCampaign judges it: whole milliseconds (the decider sees times
- * as ISO strings), `now - claimedAt > staleAfterMs`. Both sides truncated to the millisecond, the test
- * is `claimed_at < date_trunc('milliseconds', now()) - staleAfterMs` (the bound is whole milliseconds,
- * so the untruncated column compares the same) — and the index on claimed_at still serves it.
- */
-const STALE_CLAIMED_AT = `date_trunc('milliseconds', now()) - make_interval(secs => $1 / 1000.0)`;
 
 /** Live claims whose claim or last heartbeat is older than the stale threshold, oldest first (no lock). */
 export const FIND_STALE_CLAIMS = `

@@ -7,6 +7,15 @@
  */
 import type { SqlClient } from '../../ports/database.js';
 
+/**
+ * The bound a claimed_at column is compared with for "stale", exactly as the deciders' reclaim commands
+ * judge it: whole milliseconds (deciders see times as ISO strings), `now - claimedAt > staleAfterMs`.
+ * Both sides truncated to the millisecond, the test is `claimed_at < date_trunc('milliseconds', now()) -
+ * staleAfterMs` (the bound is whole milliseconds, so the untruncated column compares the same), and an
+ * index on claimed_at still serves it. `$1` is staleAfterMs.
+ */
+export const STALE_CLAIMED_AT = `date_trunc('milliseconds', now()) - make_interval(secs => $1 / 1000.0)`;
+
 export const MESSAGES_IN_FLIGHT = `
   select o.message_id::text as message_id
     from unnest($1::uuid[]) as m(id)

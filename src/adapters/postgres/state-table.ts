@@ -7,6 +7,7 @@
  * (invariant 8) — and the row ↔ state conversion (times as canonical ISO strings, absent as null).
  */
 import { ConcurrencyError } from '../../errors.js';
+import type { StateStore, StateTableMapping } from '../../eventstore/aggregate.js';
 import type { SqlClient } from '../../ports/database.js';
 
 /** A column stored from a state field (read back into it), or computed from the state (write only). */
@@ -19,7 +20,11 @@ export interface StateTableSpec<State> {
   /** The stream type whose events explain the rows. */
   readonly streamType: string;
   /** The key column (the stream id) and its type: uuid keys are validated and compared lower-case. */
-  readonly key: { readonly column: string; readonly type: 'uuid' | 'text'; readonly field: keyof State & string };
+  readonly key: {
+    readonly column: string;
+    readonly type: 'uuid' | 'text';
+    readonly field: keyof State & string;
+  };
   readonly columns: readonly StateColumn<State>[];
   /** Turns a unique violation on insert into a domain error (e.g. a taken idempotency key), or undefined. */
   readonly onUniqueViolation?: (constraint: string, inserted: readonly State[]) => Error | undefined;
@@ -39,7 +44,6 @@ export function stateTable<State>(spec: StateTableSpec<State>) {
   const { table, key } = spec;
   const all = [{ column: key.column, type: key.type, field: key.field }, ...spec.columns];
   const stored = all.filter((c): c is Extract<StateColumn<State>, { field: string }> => 'field' in c);
-  const timeFields = new Set(stored.filter((c) => c.type === 'timestamptz').map((c) => c.field));
   const columnList = all.map((c) => c.column).join(', ');
   const qualified = all.map((c) => `t.${c.column}`).join(', ');
   const unnestArgs = all.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ');
@@ -95,14 +99,16 @@ export function stateTable<State>(spec: StateTableSpec<State>) {
   function columnArrays(states: readonly State[]): unknown[][] {
     return all.map((c) =>
       states.map((state) => {
-        if ('compute' in c) return c.compute(state) ?? null;
-        const value = (state as Record<string, unknown>)[c.field];
-        return timeFields.has(c.field) || value !== undefined ? (value ?? null) : null;
+        const value = 'compute' in c ? c.compute(state) : (state as Record<string, unknown>)[c.field];
+        if (value === undefined || value === null) return null;
+        // jsonb[] parameters: each element as JSON text (a nested JS array would read as a 2-D array).
+        return c.type === 'jsonb' ? JSON.stringify(value) : value;
       }),
     );
   }
 
   return {
+    table,
     ...statements,
     fromRow,
     rowKey,
@@ -117,10 +123,9 @@ export function stateTable<State>(spec: StateTableSpec<State>) {
     async loadMany(sql: SqlClient, ids: readonly string[], options: { forUpdate?: boolean } = {}) {
       const valid = [...new Set(ids.filter(validKey))];
       if (valid.length === 0) return new Map<string, { state: State; version: number }>();
-      const { rows } = await sql.query<Row>(
-        options.forUpdate ? statements.selectManyForUpdate : selectMany,
-        [valid],
-      );
+      const { rows } = await sql.query<Row>(options.forUpdate ? statements.selectManyForUpdate : selectMany, [
+        valid,
+      ]);
       return new Map(rows.map((row) => [String(row[key.column]), fromRow(row)]));
     },
 
@@ -171,3 +176,49 @@ export function stateTable<State>(spec: StateTableSpec<State>) {
 }
 
 export type StateTable<State> = ReturnType<typeof stateTable<State>>;
+
+type Stored<State> = { state: State; version: number };
+
+/**
+ * An aggregate's state store (the command handler's) and state table mapping (replay's, verify's) over
+ * a state table whose rows are the aggregate's states other than the initial `NONE`.
+ */
+export function tableBackedState<State extends { status: string }, Event>(
+  table: StateTable<Exclude<State, { status: 'NONE' }>>,
+  parseEvent: (raw: { type: string; data: unknown }) => Event,
+): { store: StateStore<State>; stateTable: StateTableMapping<State, Event> } {
+  type Row = Exclude<State, { status: 'NONE' }>;
+  const row = (state: State): Row => {
+    if (state.status === 'NONE') throw new Error(`a ${table.table} state row cannot be NONE`);
+    return state as Row;
+  };
+  const writes = (list: readonly { state: State; version: number; expectedVersion: number }[]) =>
+    list.map((w) => ({ state: row(w.state), version: w.version, expectedVersion: w.expectedVersion }));
+  return {
+    store: {
+      load: (sql, id, options) => table.load(sql, id, options) as Promise<Stored<State> | null>,
+      async loadMany(sql, ids, options) {
+        const rows = (await table.loadMany(sql, ids, options)) as Map<string, Stored<State>>;
+        // Keyed by the ids as given (PostgreSQL returns uuids lower-case).
+        const byId = new Map<string, Stored<State>>();
+        for (const id of ids) {
+          const found = rows.get(table.rowKey(id));
+          if (found) byId.set(id, found);
+        }
+        return byId;
+      },
+      save: (sql, _id, state, version, expectedVersion) =>
+        table.save(sql, writes([{ state, version, expectedVersion }])),
+      saveMany: (sql, list) => table.save(sql, writes(list)),
+    },
+    stateTable: {
+      table: table.table,
+      parseEvent,
+      exists: (state) => state.status !== 'NONE',
+      loadRows: (sql, ids) => table.loadMany(sql, ids) as Promise<Map<string, Stored<State>>>,
+      insertRows: (sql, rows) => table.save(sql, writes(rows.map((r) => ({ ...r, expectedVersion: 0 })))),
+      rowsWithoutEvents: (sql, limit) => table.rowsWithoutEvents(sql, limit),
+      rowKey: table.rowKey,
+    },
+  };
+}

@@ -7,12 +7,8 @@
  * with that epoch). Written in the claim's transaction (invariant 1), published by the relay only.
  */
 
-import {
-  campaignsWithoutEvents,
-  loadCampaign,
-  loadCampaigns,
-  saveCampaigns,
-} from '../../adapters/postgres/campaign-queries.js';
+import { campaignTable } from '../../adapters/postgres/campaign-queries.js';
+import { tableBackedState } from '../../adapters/postgres/state-table.js';
 import {
   CAMPAIGN_STREAM_TYPE,
   type CampaignChannel,
@@ -21,7 +17,6 @@ import {
   type CampaignState,
   campaignDecider,
   campaignDestination,
-  type ExistingCampaign,
   parseCampaignEvent,
 } from '../../domain/campaign.js';
 import { ValidationError } from '../../errors.js';
@@ -42,35 +37,9 @@ export interface LineDispatchPayload {
 /** Dispatch messages outrank reporting-style traffic (seed 003: priorities 1–3 vs 5). */
 export const DISPATCH_PRIORITY = 1;
 
-function asExisting(state: CampaignState): ExistingCampaign {
-  if (state.status === 'NONE') throw new Error('a campaign state row cannot be NONE');
-  return state;
-}
+const campaignState = tableBackedState<CampaignState, CampaignEvent>(campaignTable, parseCampaignEvent);
 
-export const campaignStore: StateStore<CampaignState> = {
-  load: loadCampaign,
-  async loadMany(sql, streamIds, options) {
-    const rows = await loadCampaigns(sql, streamIds, options);
-    // Keyed by the ids as given (PostgreSQL returns uuids lower-case).
-    const byId = new Map<string, { state: CampaignState; version: number }>();
-    for (const id of streamIds) {
-      const row = rows.get(id.toLowerCase());
-      if (row) byId.set(id, row);
-    }
-    return byId;
-  },
-  save: (sql, _streamId, state, version, expectedVersion) =>
-    saveCampaigns(sql, [{ state: asExisting(state), version, expectedVersion }]),
-  saveMany: (sql, writes) =>
-    saveCampaigns(
-      sql,
-      writes.map((w) => ({
-        state: asExisting(w.state),
-        version: w.version,
-        expectedVersion: w.expectedVersion,
-      })),
-    ),
-};
+export const campaignStore: StateStore<CampaignState> = campaignState.store;
 
 /**
  * The claim message's id, derived from the claim (campaign and epoch: each claim has its own epoch),
@@ -153,18 +122,5 @@ export const campaignAggregate: AggregateDescriptor<CampaignState, CampaignComma
   store: campaignStore,
   messagesFor: ({ event, state }) => dispatchMessagesFor(event, state),
   dueAt: campaignDueAt,
-  stateTable: {
-    table: 'campaign',
-    parseEvent: parseCampaignEvent,
-    exists: (state) => state.status !== 'NONE',
-    loadRows: loadCampaigns,
-    insertRows: (sql, rows) =>
-      saveCampaigns(
-        sql,
-        rows.map((row) => ({ state: asExisting(row.state), version: row.version, expectedVersion: 0 })),
-      ),
-    rowsWithoutEvents: campaignsWithoutEvents,
-    // campaign.id is a uuid column: PostgreSQL returns it lower-case.
-    rowKey: (id) => id.toLowerCase(),
-  },
+  stateTable: campaignState.stateTable,
 };

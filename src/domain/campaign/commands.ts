@@ -6,9 +6,9 @@
  * startAt, a new startAt in the future) live here; rules that need the state live in decide.ts.
  */
 import { z } from 'zod';
-import { CAMPAIGN_CHANNELS, CAST_TYPES } from './status.js';
 import { instantInput, ms } from '../time.js';
 import { validationErrorFrom } from '../validation.js';
+import { CAMPAIGN_CHANNELS, CAST_TYPES } from './status.js';
 
 const campaignId = z.uuid().transform((id) => id.toLowerCase());
 const text = (max: number) => z.string().trim().min(1, 'must not be empty').max(max);

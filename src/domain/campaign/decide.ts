@@ -9,11 +9,11 @@
 
 import { IllegalStateError, ValidationError } from '../../errors.js';
 import { assertNever } from '../decider.js';
+import { ms } from '../time.js';
 import { type CampaignCommand, type ParsedCampaignCommand, parseCampaignCommand } from './commands.js';
 import type { CampaignEvent } from './events.js';
 import { type CampaignIn, type CampaignState, DELETABLE_STATUSES, type ExistingCampaign } from './state.js';
 import type { CampaignStatus } from './status.js';
-import { ms } from '../time.js';
 
 export function decideCampaign(command: CampaignCommand, state: CampaignState): CampaignEvent[] {
   const c = parseCampaignCommand(command);

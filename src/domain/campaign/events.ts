@@ -6,6 +6,8 @@
  * the event (docs/decisions/0003-campaign-lifecycle.md, "Claim epoch").
  */
 import { z } from 'zod';
+import { storedInstant } from '../time.js';
+import { validationErrorFrom } from '../validation.js';
 import {
   CAMPAIGN_CHANNELS,
   CAMPAIGN_STATUSES,
@@ -13,8 +15,6 @@ import {
   CLAIM_TRIGGERS,
   PAUSABLE_CAMPAIGN_STATUSES,
 } from './status.js';
-import { storedInstant } from '../time.js';
-import { validationErrorFrom } from '../validation.js';
 
 const epoch = z.number().int().positive();
 const id = z.string().min(1);

@@ -1,0 +1,167 @@
+/**
+ * Firing a claimed action, as a configuration of the fenced handler (src/worker/fenced-handler.ts),
+ * in both of seed 002's deployment shapes with the same outcomes:
+ * - queue: `herald worker` consumes `scheduled_action_fire` (claims the scanner published);
+ * - in-process: `herald worker` claims due actions itself and runs each claim through the same handler.
+ * The handler acts only while the action is processing with the message's epoch (invariant 5);
+ * anything else is a quiet discard recorded as `ActionFireDiscarded` on `action_fire/<message id>`.
+ * processAction runs inside the transaction that records the outcome (executed, cancelled because the
+ * conditions no longer hold, a retry with backoff, or failed), so an action is executed once.
+ */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { ActionSettings } from '../../config.js';
+import type {
+  ExistingAction,
+  ScheduledActionCommand,
+  ScheduledActionEvent,
+  ScheduledActionState,
+} from '../../domain/scheduled-action.js';
+import { errorMessage } from '../../errors.js';
+import type { CommandHandler, CommandResult } from '../../eventstore/command-handler.js';
+import type { Logger } from '../../logger.js';
+import type { Database } from '../../ports/database.js';
+import { retryDelayMs } from '../../runtime/backoff.js';
+import type { ConsumedMessage, Handler } from '../../worker/delivery-policy.js';
+import { type FencedHandlerDefinition, fencedHandler } from '../../worker/fenced-handler.js';
+import { type ActionFirePayload, fireMessageId, scheduledActionAggregate } from './descriptor.js';
+import { type ActionPorts, defaultActionPorts, type ProcessOutcome, processAction } from './processing.js';
+import { ACTION_FIRE_CONSUMER, ACTION_FIRE_STREAM_TYPE, ACTION_RUNNER_ACTOR } from './topology.js';
+
+export const actionFirePayload = z.strictObject({
+  actionId: z.uuid(),
+  organizationId: z.string().min(1),
+  epoch: z.number().int().positive(),
+}) satisfies z.ZodType<ActionFirePayload>;
+
+export type FireSettings = Pick<ActionSettings, 'retryBaseMs' | 'retryMaxMs'>;
+
+export function actionFire(
+  ports: ActionPorts,
+  settings: FireSettings,
+  consumer = ACTION_FIRE_CONSUMER,
+): FencedHandlerDefinition<
+  ScheduledActionState,
+  ScheduledActionCommand,
+  ScheduledActionEvent,
+  ActionFirePayload,
+  ProcessOutcome
+> {
+  return {
+    consumer,
+    aggregate: scheduledActionAggregate,
+    claimOf: (payload) => ({ streamId: payload.actionId, epoch: payload.epoch }),
+    refusal(state, { epoch }) {
+      if (!state || state.status === 'NONE') return 'action not found';
+      if (state.status !== 'processing') return `action is ${state.status}, not processing`;
+      if (state.claimEpoch !== epoch)
+        return `stale epoch ${epoch}: the live claim is epoch ${state.claimEpoch}`;
+      return null;
+    },
+    discard: {
+      streamType: ACTION_FIRE_STREAM_TYPE,
+      eventType: 'ActionFireDiscarded',
+      data: (payload, state, reason) => ({
+        actionId: payload.actionId,
+        epoch: payload.epoch,
+        reason,
+        actionStatus: state?.status ?? null,
+        actionEpoch: state && state.status !== 'NONE' ? state.claimEpoch : null,
+      }),
+    },
+    effect: ({ state, tx }) => processAction(state as ExistingAction, tx, ports),
+    heartbeat: ({ streamId, epoch }, now) => ({ type: 'HeartbeatAction', actionId: streamId, epoch, now }),
+    complete({ streamId, epoch }, now, outcome) {
+      if (outcome?.kind === 'cancelled') {
+        return { type: 'CancelAction', actionId: streamId, epoch, reason: outcome.reason, now };
+      }
+      return {
+        type: 'CompleteAction',
+        actionId: streamId,
+        epoch,
+        published: outcome?.published ?? true,
+        now,
+      };
+    },
+    fail: ({ streamId, epoch }, error, now) => ({
+      type: 'FailAction',
+      actionId: streamId,
+      epoch,
+      error,
+      now,
+    }),
+    retry: ({ streamId, epoch }, error, now, state) => ({
+      type: 'RetryAction',
+      actionId: streamId,
+      epoch,
+      error: errorMessage(error).slice(0, 2000) || 'failed',
+      delayMs: retryDelayMs((state as ExistingAction).retryCount + 1, {
+        baseMs: settings.retryBaseMs,
+        maxMs: settings.retryMaxMs,
+        jitter: 'equal',
+      }),
+      now,
+    }),
+  };
+}
+
+export interface ActionFireOptions {
+  handler: CommandHandler;
+  logger: Logger;
+  settings: FireSettings & Pick<ActionSettings, 'heartbeatMs'>;
+  ports?: Partial<ActionPorts>;
+}
+
+/** The fire handler the worker consumes `scheduled_action_fire` with. */
+export function actionFireHandler(
+  options: ActionFireOptions,
+  consumer = ACTION_FIRE_CONSUMER,
+): Handler<ActionFirePayload> {
+  return fencedHandler(actionFire({ ...defaultActionPorts, ...options.ports }, options.settings, consumer), {
+    handler: options.handler,
+    logger: options.logger,
+    heartbeatMs: options.settings.heartbeatMs,
+  });
+}
+
+/**
+ * The in-process shape: runs claims the worker just made through the same fenced handler, each in a
+ * transaction of its own, `concurrency` at a time. A claim whose run cannot commit (database trouble)
+ * stays processing and is recovered after the stale window, like a crashed worker's.
+ */
+export function inProcessRunner(options: ActionFireOptions & { db: Database; concurrency: number }) {
+  const handle = actionFireHandler(options, ACTION_RUNNER_ACTOR);
+  const runOne = async (state: ExistingAction) => {
+    const callbacks: (() => void)[] = [];
+    const message: ConsumedMessage<ActionFirePayload> = {
+      messageId: fireMessageId(state.actionId, state.claimEpoch),
+      payload: { actionId: state.actionId, organizationId: state.organizationId, epoch: state.claimEpoch },
+      headers: {},
+      attempt: 1,
+      queue: 'in-process',
+      redelivered: false,
+      correlationId: randomUUID(),
+      aggregateId: state.actionId,
+      afterCommit: (callback) => callbacks.push(callback),
+    };
+    try {
+      await options.db.transaction((tx) => handle(message, tx));
+      for (const callback of callbacks) callback();
+    } catch (error) {
+      options.logger.error(
+        { err: error, aggregateId: state.actionId, epoch: state.claimEpoch },
+        `in-process action run failed; recovered after the stale window: ${errorMessage(error)}`,
+      );
+    }
+  };
+  return async (results: readonly CommandResult<ScheduledActionState, ScheduledActionEvent>[]) => {
+    const claimed = results
+      .map((r) => r.state)
+      .filter((s): s is ExistingAction => s.status === 'processing' && s.delivery === 'in-process');
+    let next = 0;
+    const lane = async () => {
+      while (next < claimed.length) await runOne(claimed[next++]!);
+    };
+    await Promise.all(Array.from({ length: Math.min(options.concurrency, claimed.length) }, lane));
+  };
+}
