@@ -14,11 +14,9 @@
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import type { Writable } from 'node:stream';
-import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { createDatabase } from '../adapters/postgres/database.js';
 import { findLease } from '../adapters/postgres/lease-queries.js';
 import { countAfter, listCheckpoints } from '../adapters/postgres/projection-queries.js';
-import { type HeraldError, ValidationError } from '../errors.js';
+import type { HeraldError } from '../errors.js';
 import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { Database } from '../ports/database.js';
 import { exportJsonLines } from '../projections/export.js';
@@ -35,47 +33,11 @@ import {
 } from '../projections/replay.js';
 import { buildSandbox, type SandboxResult } from '../projections/sandbox.js';
 import { type Drift, type VerifyReport, verifyStates } from '../projections/verify.js';
-import type { Role, RoleContext } from './role.js';
-
-class UsageError extends ValidationError {}
-
-const out = (line = '') => process.stdout.write(`${line}\n`);
-
-function parse<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T) {
-  try {
-    return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-}
-
-/** Runs a one-shot command with its own small pool; usage errors exit 2, other errors propagate (exit 1). */
-function command(usage: string, run: (context: RoleContext, db: Database) => Promise<number>): Role['run'] {
-  return async (context) => {
-    let db: Database | undefined;
-    try {
-      db = createDatabase({
-        url: context.config.databaseUrl,
-        schema: context.config.schema,
-        poolSize: 2,
-        applicationName: 'herald-cli',
-      });
-      return await run(context, db);
-    } catch (error) {
-      if (error instanceof UsageError || (error instanceof ValidationError && error.details.option)) {
-        process.stderr.write(`herald: ${error.message}\nusage: ${usage}\n`);
-        return 2;
-      }
-      throw error;
-    } finally {
-      await db?.close();
-    }
-  };
-}
+import { oneShot as command, json, out, parse, UsageError } from './one-shot.js';
+import type { Role } from './role.js';
 
 const time = (date: Date | null | undefined) => (date ? date.toISOString() : '-');
 const clock = (date: Date | null | undefined) => (date ? date.toISOString().slice(11, 23) : '-');
-const json = (value: unknown) => JSON.stringify(value, null, 2);
 
 // ─── replay ──────────────────────────────────────────────────────────────────────────────────────────
 

@@ -15,6 +15,7 @@ import { relayRole } from '../roles/relay-role.js';
 import { scannerRole } from '../roles/scanner-role.js';
 import { workerRole } from '../roles/worker-role.js';
 import { type RoleDefinition, runRole, runTogether } from '../runtime/runtime.js';
+import { actionRoles } from './action-commands.js';
 import { incidentRoles } from './incident-commands.js';
 import type { Role, RoleContext } from './role.js';
 
@@ -101,5 +102,6 @@ export function roleTable(registry: AggregateRegistry): Record<string, Role> {
       },
     },
     ...incidentRoles,
+    ...actionRoles,
   };
 }
