@@ -20,6 +20,7 @@ const ROLES = {
   worker: workerRole,
   projector: projectorRole,
   maintenance: maintenanceRole,
+  tick: heraldRegistry.roles.tick!,
 } as const satisfies Record<string, RoleDefinition>;
 
 /** HERALD_TEST_LOG=debug shows the roles' logs when a test needs investigating. */
