@@ -55,8 +55,8 @@ import {
   createDrafts,
   databaseNowMs,
   distinctOffsets,
-  lineQueues,
   scheduleAll,
+  sharedQueues,
 } from './support/dispatch-setup.js';
 import { formatStages, readTraces, stageReport } from './support/dispatch-stages.js';
 
@@ -131,7 +131,7 @@ async function runScenario(
   dueOffsets: (n: number) => number[],
 ): Promise<ScenarioResult> {
   const warmUp = Number(values['warm-up']);
-  const queues = await lineQueues(amqpUrl, queueType);
+  const queues = await sharedQueues(amqpUrl, queueType);
   const database = await createTestDatabase();
   const { service, close } = campaignService(database.db, database.config().notifyCoalesceMs);
   let roles: RoleProcess[] = [];

@@ -1,6 +1,6 @@
 /**
- * Herald's scanner and relay roles as separate processes, exactly as `herald scanner` / `herald relay`
- * run from source (`node --import tsx src/cli/main.ts <role>`), configured through the environment.
+ * Herald's scanner, relay and worker roles as separate processes, exactly as `herald scanner` / `herald
+ * relay` / `herald worker` run from source (`node --import tsx src/cli/main.ts <role>`), configured through the environment.
  * A role counts as ready when it logs its "started" line (pino JSON on stdout, level info: the
  * production default, so the per-claim log lines are part of what is measured). Stopped with SIGTERM,
  * which every long-running role answers by finishing in-flight work and exiting 0.
@@ -13,12 +13,16 @@ import { fileURLToPath } from 'node:url';
 const HERE = dirname(fileURLToPath(import.meta.url));
 const MAIN = join(HERE, '..', '..', 'src', 'cli', 'main.ts');
 const TRACE_PRELOAD = join(HERE, 'dispatch-trace.ts');
-const READY: Record<RoleName, string> = { scanner: 'scanner started', relay: 'relay started' };
+const READY: Record<RoleName, string> = {
+  scanner: 'scanner started',
+  relay: 'relay started',
+  worker: 'worker started',
+};
 
 /** Logged by the scanners, which run without AMQP_URL on purpose (see RoleEnvironment.amqpUrl). */
-const EXPECTED_WARNING = 'AMQP_URL not set: tick messages';
+const EXPECTED_WARNING = 'AMQP_URL not set: wake-up messages';
 
-export type RoleName = 'scanner' | 'relay';
+export type RoleName = 'scanner' | 'relay' | 'worker';
 
 export interface RoleProcess {
   readonly name: string;
@@ -32,8 +36,8 @@ export interface RoleProcess {
 export interface RoleEnvironment {
   databaseUrl: string;
   schema: string;
-  /** Only relays get it: a scanner with AMQP_URL would also consume tick messages from the shared
-   * process_campaign queue, taking them from anyone else's tests (ticks are wake-ups only). */
+  /** Relays and workers get it, scanners never: a scanner with AMQP_URL would also consume tick messages
+   * from the shared process_campaign queue, taking them from anyone else's tests (ticks are wake-ups only). */
   amqpUrl?: string;
   /** Extra HERALD_* settings. */
   settings?: Record<string, string>;
@@ -49,7 +53,7 @@ export function startRole(role: RoleName, index: number, environment: RoleEnviro
       ...process.env,
       DATABASE_URL: environment.databaseUrl,
       HERALD_SCHEMA: environment.schema,
-      AMQP_URL: role === 'relay' ? (environment.amqpUrl ?? '') : '',
+      AMQP_URL: role === 'scanner' ? '' : (environment.amqpUrl ?? ''),
       // LINE dispatch goes through RabbitMQ only: no Kafka sink beside it in the relays.
       KAFKA_BROKERS: '',
       HERALD_POD: name,
@@ -91,14 +95,15 @@ export function startRole(role: RoleName, index: number, environment: RoleEnviro
   };
 }
 
-/** Starts `scanners` scanner and `relays` relay processes and waits until all are ready. */
+/** Starts `scanners` scanner, `relays` relay and `workers` worker processes and waits until all are ready. */
 export async function startRoles(
-  counts: { scanners: number; relays: number },
+  counts: { scanners: number; relays: number; workers?: number },
   environment: RoleEnvironment,
 ): Promise<RoleProcess[]> {
   const roles = [
     ...Array.from({ length: counts.scanners }, (_, i) => startRole('scanner', i + 1, environment)),
     ...Array.from({ length: counts.relays }, (_, i) => startRole('relay', i + 1, environment)),
+    ...Array.from({ length: counts.workers ?? 0 }, (_, i) => startRole('worker', i + 1, environment)),
   ];
   try {
     await Promise.all(roles.map((role) => role.ready));

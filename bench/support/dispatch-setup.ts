@@ -94,15 +94,20 @@ export function distinctOffsets(count: number, windowMs: number): number[] {
 }
 
 /**
- * The shared LINE queues. Refuses to run when anything consumes them (the serial e2e tests' workers
- * would take the benchmark's messages, and the benchmark's messages would reach their workers).
+ * Shared queues with fixed names (default: the LINE queues). Refuses to run when anything consumes them
+ * (the serial e2e tests' workers would take the benchmark's messages, and the benchmark's messages would
+ * reach their workers).
  */
-export async function lineQueues(url: string, queueType: 'quorum' | 'classic') {
+export async function sharedQueues(
+  url: string,
+  queueType: 'quorum' | 'classic',
+  queues: readonly string[] = LINE_QUEUES,
+) {
   const connection = await amqp.connect(url);
   const channel = await connection.createChannel();
   const inspect = async () => {
     const counts: Record<string, { messages: number; consumers: number }> = {};
-    for (const queue of LINE_QUEUES) {
+    for (const queue of queues) {
       const ok = await channel.assertQueue(queue, queueOptions(queueType));
       counts[queue] = { messages: ok.messageCount, consumers: ok.consumerCount };
     }
@@ -116,13 +121,13 @@ export async function lineQueues(url: string, queueType: 'quorum' | 'classic') {
       if (busy.length > 0) {
         throw new Error(
           `${busy.map(([q, c]) => `${q} has ${c.consumers} consumer(s)`).join(', ')}: something else ` +
-            '(the serial e2e tests?) is consuming the LINE queues; run the benchmark when nothing does',
+            `(the serial e2e tests?) is consuming ${queues.join(', ')}; run the benchmark when nothing does`,
         );
       }
     },
     async purge(): Promise<number> {
       let purged = 0;
-      for (const queue of LINE_QUEUES) purged += (await channel.purgeQueue(queue)).messageCount;
+      for (const queue of queues) purged += (await channel.purgeQueue(queue)).messageCount;
       return purged;
     },
     async close() {

@@ -71,11 +71,14 @@ export interface FencedHandlerDefinition<State, Command, Event extends DomainEve
   };
   /** The work; what it returns is handed to `complete`. PermanentError → `fail`; other errors → `retry`. */
   effect(context: EffectContext<State, Payload>): Promise<Result>;
-  /** The effect for several accepted messages at once (the batch form); throw and the batch is retried one by one. */
-  effectMany?(contexts: readonly EffectContext<State, Payload>[]): Promise<void>;
+  /**
+   * The effect for several accepted messages at once (the batch form), optionally returning each one's
+   * result (in order) for `complete`; throw and the batch is retried one by one.
+   */
+  effectMany?(contexts: readonly EffectContext<State, Payload>[]): Promise<void | readonly Result[]>;
   /** Refreshes the claim during a long effect (omit for effects that never outlive the stale window). */
   heartbeat?(claim: ClaimRef, now: Date): Command;
-  /** The effect succeeded (in the batch form `result` is undefined). */
+  /** The effect succeeded (in the batch form `result` is what effectMany returned for it, if anything). */
   complete(claim: ClaimRef, now: Date, result?: Result): Command;
   fail(claim: ClaimRef, reason: string, now: Date, error: Error): Command;
   /**
@@ -246,12 +249,15 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
       }
     }
     if (accepted.length > 0) {
-      await effectMany(accepted);
-      const byStream = new Map(accepted.map((a) => [a.claim.streamId, a]));
+      const results = await effectMany(accepted);
+      const byStream = new Map(accepted.map((a, index) => [a.claim.streamId, { ...a, result: results?.[index] }]));
       const completed = await commands.handleBatchInTransaction(
         tx,
         accepted.map((a) => ({ streamId: a.claim.streamId, state: a.state, version: a.version })),
-        (stream, now) => definition.complete(byStream.get(stream.streamId)!.claim, now),
+        (stream, now) => {
+          const { claim, result } = byStream.get(stream.streamId)!;
+          return definition.complete(claim, now, result);
+        },
         { metaFor: (stream) => metaOf(byStream.get(stream.streamId)!.message) },
       );
       // The streams were locked and re-checked: a refusal here is a bug, and the batch goes one by one.

@@ -70,6 +70,13 @@ export function actionFire(
       }),
     },
     effect: ({ state, tx }) => processAction(state as ExistingAction, tx, ports),
+    // The batch form: several claims in one transaction (a transient failure in any sends the batch
+    // through the single form, where it becomes that action's retry).
+    async effectMany(contexts) {
+      const outcomes: ProcessOutcome[] = [];
+      for (const { state, tx } of contexts) outcomes.push(await processAction(state as ExistingAction, tx, ports));
+      return outcomes;
+    },
     heartbeat: ({ streamId, epoch }, now) => ({ type: 'HeartbeatAction', actionId: streamId, epoch, now }),
     complete({ streamId, epoch }, now, outcome) {
       if (outcome?.kind === 'cancelled') {
