@@ -53,7 +53,17 @@ describe('herald actions', () => {
     expect(await h.service.get(wait.actionId)).toMatchObject({ unlockedBy: { name: 'clicked' } });
 
     const later = new Date(Date.parse(normal.executeAt) + 3_600_000).toISOString();
-    const moved = await herald(t, ['actions', 'reschedule', normal.actionId, '--execute-at', later, '--reason', 'asked', '--actor', 'ops:ann']);
+    const moved = await herald(t, [
+      'actions',
+      'reschedule',
+      normal.actionId,
+      '--execute-at',
+      later,
+      '--reason',
+      'asked',
+      '--actor',
+      'ops:ann',
+    ]);
     expect(moved.code, moved.stderr).toBe(0);
     expect((await h.service.get(normal.actionId)).executeAt).toBe(later);
 
@@ -62,7 +72,15 @@ describe('herald actions', () => {
     expect(fired.stdout).toMatch(/firedNow|pending|processing/);
 
     const other = await h.service.schedule(waitAction('cli-subject:node-2', { organizationId: 'org-cli' }));
-    const cancelled = await herald(t, ['actions', 'cancel', other.actionId, '--reason', 'unsubscribed', '--actor', 'ops:ann']);
+    const cancelled = await herald(t, [
+      'actions',
+      'cancel',
+      other.actionId,
+      '--reason',
+      'unsubscribed',
+      '--actor',
+      'ops:ann',
+    ]);
     expect(cancelled.code, cancelled.stderr).toBe(0);
     expect(cancelled.stdout).toMatch(/cancelled/);
 

@@ -17,11 +17,15 @@ const ACTIONS = 3_000;
 
 describe('three workers', () => {
   it('execute each of 3,000 due actions exactly once', async () => {
-    const h = actionsHarness(t, { env: { HERALD_ACTIONS_BATCH_SIZE: '100', HERALD_ACTIONS_CONCURRENCY: '4' } });
+    const h = actionsHarness(t, {
+      env: { HERALD_ACTIONS_BATCH_SIZE: '100', HERALD_ACTIONS_CONCURRENCY: '4' },
+    });
     const ids: string[] = [];
     for (let i = 0; i < ACTIONS; i += 100) {
       const batch = await Promise.all(
-        Array.from({ length: Math.min(100, ACTIONS - i) }, () => h.service.schedule(normalAction({ delaySeconds: 0 }))),
+        Array.from({ length: Math.min(100, ACTIONS - i) }, () =>
+          h.service.schedule(normalAction({ delaySeconds: 0 })),
+        ),
       );
       ids.push(...batch.map((a) => a.actionId));
     }
@@ -36,13 +40,17 @@ describe('three workers', () => {
       `select stream_id, count(*)::int as n from event where type = 'ActionExecuted' group by stream_id having count(*) <> 1`,
     );
     expect(executed.rows).toEqual([]);
-    const total = await t.db.query<{ n: number }>(`select count(*)::int as n from event where type = 'ActionExecuted'`);
+    const total = await t.db.query<{ n: number }>(
+      `select count(*)::int as n from event where type = 'ActionExecuted'`,
+    );
     expect(total.rows[0]!.n).toBe(ACTIONS);
     const messages = await executeMessages(t);
     expect(messages.size).toBe(ACTIONS);
     expect([...messages.values()].every((n) => n === 1)).toBe(true);
     // Every action was claimed once (no double claim under SKIP LOCKED), and more than one worker took part.
-    const claims = await t.db.query<{ n: number }>(`select count(*)::int as n from event where type = 'ActionClaimed'`);
+    const claims = await t.db.query<{ n: number }>(
+      `select count(*)::int as n from event where type = 'ActionClaimed'`,
+    );
     expect(claims.rows[0]!.n).toBe(ACTIONS);
     const shares = workers.map((w) => w.claim.stats.claimed ?? 0);
     expect(shares.reduce((a, b) => a + b, 0)).toBe(ACTIONS);
