@@ -299,20 +299,19 @@ async function signals(n: number) {
       const windowMs = Number(values['window-ms']);
       const offsets = distinctOffsets(n, windowMs);
       const started = performance.now() + 500;
+      const calls: number[] = [];
       await Promise.all(
         keys.map(async (k, i) => {
           const wait = started + offsets[i]! - performance.now();
           if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-          const outcome = await service.signal({
-            organizationId: 'org-bench',
-            correlationKey: k,
-            name: 'clicked',
-          });
+          const called = performance.now();
+          const outcome = await service.signal({ organizationId: 'org-bench', correlationKey: k, name: 'clicked' });
+          calls.push(performance.now() - called);
           if (outcome.unlocked.length !== 1)
             throw new Error(`signal for ${k} unlocked ${outcome.unlocked.length} waits`);
         }),
       );
-      log(`signal: ${n} signals sent over ${windowMs} ms to ${roles.length} roles`);
+      log(`signal: ${n} signals sent over ${windowMs} ms to ${roles.length} roles; the signal call (one transaction) ${describe(distribution(calls))}`);
       await waitForDone(db, warmUp + n, 120_000);
       await stopRoles(roles);
       roles.length = 0;

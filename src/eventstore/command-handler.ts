@@ -134,7 +134,9 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
     const now = await databaseNow(tx);
     // The row lock first, then the append: every writer of an existing stream locks in this order
     // (sweeps lock their rows FOR UPDATE before appending too), so writers never deadlock each other.
-    const loaded = await store.load(tx, streamId, { forUpdate: true });
+    // A stream expected not to exist yet (version 0, e.g. a fresh uuid) is not looked up: if it does
+    // exist after all, its first event's version collides and the append throws ConcurrencyError.
+    const loaded = options.expectedVersion === 0 ? null : await store.load(tx, streamId, { forUpdate: true });
     const current = loaded?.state ?? decider.initialState();
     const version = loaded?.version ?? 0;
     if (options.expectedVersion !== undefined && options.expectedVersion !== version) {

@@ -127,7 +127,8 @@ export class ScheduledActionService {
             : {}),
           ...(this.claimWith ? { claimWith: this.claimWith } : {}),
         }),
-        meta ? { meta } : {},
+        // An id generated here is new: no look-up (a caller's id may exist: the decider refuses it).
+        { ...(meta ? { meta } : {}), ...(params.actionId ? {} : { expectedVersion: 0 }) },
       );
       const laterUnlock = prior
         ? await this.signals.handleInTransaction(
@@ -190,7 +191,7 @@ export class ScheduledActionService {
           unlocked: unlocked.results.map((r) => r.streamId),
           refused: unlocked.refused.map((r) => ({ actionId: r.streamId, reason: r.error.message })),
         }),
-        options,
+        { ...options, expectedVersion: 0 },
       );
       return { unlocked, received };
     });
