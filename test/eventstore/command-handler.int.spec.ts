@@ -105,6 +105,16 @@ describe('command handler: one transaction per transition (invariant 1)', () => 
     expect(await counts('l-3')).toEqual({ events: 0, outbox: 0, states: 0 });
   });
 
+  it('expected version 0 skips the look-up: a new stream is created; an existing one is a ConcurrencyError, nothing written', async () => {
+    const handler = new CommandHandler({ db: t.db });
+    await handler.for(ledger).handle('l-new', (now) => ({ type: 'Open', now }), { expectedVersion: 0 });
+    expect(await counts('l-new')).toEqual({ events: 1, outbox: 0, states: 1 });
+    await expect(
+      handler.for(ledger).handle('l-new', (now) => ({ type: 'Open', now }), { expectedVersion: 0 }),
+    ).rejects.toBeInstanceOf(ConcurrencyError);
+    expect(await counts('l-new')).toEqual({ events: 1, outbox: 0, states: 1 });
+  });
+
   it('two commands with the same expected version: exactly one wins, the other gets ConcurrencyError', async () => {
     const handler = new CommandHandler({ db: t.db });
     await handler.for(ledger).handle('l-4', (now) => ({ type: 'Open', now }));
