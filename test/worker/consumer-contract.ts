@@ -503,15 +503,25 @@ export function describeConsumerContract(name: string, fixture: TransportFixture
       expect(messages).toHaveLength(300);
       await fixture.publish(source, messages);
 
-      const handled = () => a.stats.processed + a.stats.duplicates + b.stats.processed + b.stats.duplicates;
-      await waitFor(() => handled() === 300, { what: '300 deliveries', timeoutMs: 30_000 });
+      // At least 300 deliveries: a Kafka rebalance may hand a settled message whose offset was not yet
+      // committed to the other member (at-least-once); the inbox must absorb it as a duplicate.
+      const processed = () => a.stats.processed + b.stats.processed;
+      const duplicates = () => a.stats.duplicates + b.stats.duplicates;
+      const handled = () => processed() + duplicates();
+      await waitFor(
+        () => {
+          if (processed() === 270 && handled() >= 300) return true;
+          throw new Error(`${processed()} processed, ${duplicates()} duplicates so far`);
+        },
+        { what: '270 processed and 300 deliveries', timeoutMs: 30_000 },
+      );
       const { rows } = await testDb.db.query<{ total: number; distinct_ids: number }>(
         'select count(*)::int as total, count(distinct message_id)::int as distinct_ids from effect where consumer = $1',
         [name],
       );
       expect(rows[0]).toEqual({ total: 270, distinct_ids: 270 });
-      expect(a.stats.processed + b.stats.processed).toBe(270);
-      expect(a.stats.duplicates + b.stats.duplicates).toBe(30);
+      expect(processed()).toBe(270);
+      expect(duplicates()).toBeGreaterThanOrEqual(30);
       expect(a.stats.processed).toBeGreaterThan(0);
       expect(b.stats.processed).toBeGreaterThan(0);
       const inbox = await testDb.db.query<{ n: number }>(
@@ -520,7 +530,7 @@ export function describeConsumerContract(name: string, fixture: TransportFixture
       );
       expect(inbox.rows[0]!.n).toBe(270);
       await Promise.all([a.stop(), b.stop()]);
-      expect(handled()).toBe(300);
+      expect(processed()).toBe(270);
       await expectAllSettled(source, name);
     });
 
