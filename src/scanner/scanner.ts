@@ -46,7 +46,12 @@ export class Scanner {
       logger: options.logger,
       round: async () => {
         await this.passOnce();
-        return this.nextSleepMs();
+        const sleepMs = await this.nextSleepMs();
+        options.logger.debug(
+          { sleepMs },
+          'scanner pass done: sleeping until the next due time, a wake-up or the poll',
+        );
+        return sleepMs;
       },
       errorBackoff: { baseMs: options.errorBackoffMs ?? 250, maxMs: options.pollIntervalMs, jitter: 'equal' },
       onError: (error, failures, retryInMs) =>

@@ -4,7 +4,9 @@
  * that became due without any NOTIFY is claimed at once rather than at the next poll. Fixed seed queue
  * name (process_campaign): serial project.
  */
+import { Writable } from 'node:stream';
 import amqp from 'amqplib';
+import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { campaignAggregate } from '../../src/aggregates/campaign/descriptor.js';
 import { CampaignTick } from '../../src/aggregates/campaign/tick.js';
@@ -59,12 +61,27 @@ describe('tick → process_campaign → scanner', () => {
       }));
       return c.campaignId;
     };
+    // The scanner's debug lines, to know when it went to sleep for the poll after its first pass.
+    const sleeps: number[] = [];
+    const lines = new Writable({
+      write(chunk, _encoding, done) {
+        for (const line of String(chunk).split('\n').filter(Boolean)) {
+          const entry = JSON.parse(line) as { sleepMs?: number };
+          if (entry.sleepMs !== undefined) sleeps.push(entry.sleepMs);
+        }
+        done();
+      },
+    });
     const first = await queued('claimed by the first pass');
-    running.push(runTestRole('scanner', config, controller.current.signal));
+    running.push(
+      runTestRole('scanner', config, controller.current.signal, { logger: pino({ level: 'debug' }, lines) }),
+    );
     running.push(runTestRole('relay', config, controller.current.signal));
     await waitFor(async () => (await service.get(first)).status === 'DISPATCHING', {
       what: 'the first pass',
     });
+    // Asleep for the 60 s poll: a campaign queued from now on is seen only when something wakes it.
+    await waitFor(() => sleeps.some((ms) => ms > 30_000), { what: 'the scanner asleep for its poll' });
 
     const second = await queued('claimed after the tick');
     const tick = new CampaignTick({ db: t.db, lock: null, logger: silentLogger, periodMs: 1_000 });
