@@ -32,12 +32,12 @@ import { CoalescingNotifier } from '../src/adapters/postgres/notifications.js';
 import { scheduledActionAggregate } from '../src/aggregates/scheduled-action/descriptor.js';
 import { ScheduledActionService } from '../src/aggregates/scheduled-action/service.js';
 import { ACTION_QUEUES } from '../src/aggregates/scheduled-action/topology.js';
+import { loadConfig } from '../src/config.js';
 import {
   SCHEDULED_ACTION_STREAM_TYPE,
   type ScheduleAction,
   scheduledActionDecider,
 } from '../src/domain/scheduled-action.js';
-import { loadConfig } from '../src/config.js';
 import { CommandHandler } from '../src/eventstore/command-handler.js';
 import type { Database } from '../src/ports/database.js';
 import { channels } from '../src/ports/wakeups.js';
@@ -79,7 +79,10 @@ const amqpUrl = requireEnv('AMQP_URL');
 const queueType = process.env.HERALD_AMQP_QUEUE_TYPE === 'classic' ? 'classic' : 'quorum';
 const WARM_UP_ORGANIZATION = 'bench-warm-up';
 /** The library's NOTIFY window, as the roles read it (HERALD_NOTIFY_COALESCE_MS). */
-const notifyCoalesceMs = loadConfig({ ...process.env, DATABASE_URL: requireEnv('DATABASE_URL') }).notifyCoalesceMs;
+const notifyCoalesceMs = loadConfig({
+  ...process.env,
+  DATABASE_URL: requireEnv('DATABASE_URL'),
+}).notifyCoalesceMs;
 const SEED_BATCH = 1_000;
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -250,13 +253,21 @@ async function burst(n: number) {
     // a second, and the due instant comes after it with room to spare, the warm-up before it.
     const base = Math.ceil((await databaseNowMs(db)) + n / 5 + 5_000);
     const warmUpOffsets = distinctOffsets(warmUp, 2_000).map((o) => o - 3_000);
-    await seedActions(db, warmUpOffsets.map((o) => ({ dueAtMs: base + o, organizationId: WARM_UP_ORGANIZATION })));
-    await seedActions(db, Array.from({ length: n }, (_, i) => ({ dueAtMs: base, organizationId: `org-${i % 50}` })));
+    await seedActions(
+      db,
+      warmUpOffsets.map((o) => ({ dueAtMs: base + o, organizationId: WARM_UP_ORGANIZATION })),
+    );
+    await seedActions(
+      db,
+      Array.from({ length: n }, (_, i) => ({ dueAtMs: base, organizationId: `org-${i % 50}` })),
+    );
     // What the command handler does after a commit that leaves something due soon: wake the scanners
     // (they armed their timers before the seeding).
     await db.query('select pg_notify($1, $2)', [channels.due(db.schema), '']);
     const spare = base - 3_000 - (await databaseNowMs(db));
-    log(`burst: ${roles.length} roles started; ${warmUp} warm-up + ${n} actions seeded in ${Math.round(performance.now() - setupStarted)} ms; warm-up due in ${Math.round(spare)} ms`);
+    log(
+      `burst: ${roles.length} roles started; ${warmUp} warm-up + ${n} actions seeded in ${Math.round(performance.now() - setupStarted)} ms; warm-up due in ${Math.round(spare)} ms`,
+    );
     if (spare < 500) throw new Error(`burst: setup ran into the first due (${Math.round(spare)} ms left)`);
     await waitForDone(db, warmUp + n, base - Date.now() + 600_000);
     await stopRoles(roles);
@@ -305,13 +316,19 @@ async function signals(n: number) {
           const wait = started + offsets[i]! - performance.now();
           if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
           const called = performance.now();
-          const outcome = await service.signal({ organizationId: 'org-bench', correlationKey: k, name: 'clicked' });
+          const outcome = await service.signal({
+            organizationId: 'org-bench',
+            correlationKey: k,
+            name: 'clicked',
+          });
           calls.push(performance.now() - called);
           if (outcome.unlocked.length !== 1)
             throw new Error(`signal for ${k} unlocked ${outcome.unlocked.length} waits`);
         }),
       );
-      log(`signal: ${n} signals sent over ${windowMs} ms to ${roles.length} roles; the signal call (one transaction) ${describe(distribution(calls))}`);
+      log(
+        `signal: ${n} signals sent over ${windowMs} ms to ${roles.length} roles; the signal call (one transaction) ${describe(distribution(calls))}`,
+      );
       await waitForDone(db, warmUp + n, 120_000);
       await stopRoles(roles);
       roles.length = 0;

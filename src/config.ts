@@ -93,6 +93,24 @@ const envSchema = z.object({
   HERALD_ACTIONS_RETRY_MAX_MS: positiveInt.default(300_000),
   HERALD_ACTIONS_SIGNAL_LOOKBACK_SECONDS: nonNegativeInt.default(86_400),
   HERALD_ACTIONS_CONCURRENCY: positiveInt.max(1_000).optional(),
+
+  // Cron jobs (ADR 0011): executors' outbound allowlist, limits, SMTP.
+  HERALD_CRON_ALLOW_PRIVATE_TARGETS: z
+    .enum(['true', 'false', '1', '0'], "must be 'true' or 'false'")
+    .default('false')
+    .transform((value) => value === 'true' || value === '1'),
+  HERALD_CRON_ALLOWED_HOSTS: z
+    .string()
+    .regex(/^[a-z0-9.*:-]+(,[a-z0-9.*:-]+)*$/i, 'must be host[,host…] (a leading *. matches subdomains)')
+    .optional(),
+  HERALD_CRON_EXECUTOR_CONCURRENCY: positiveInt.max(1_000).optional(),
+  HERALD_CRON_DEFAULT_TIMEOUT_MS: positiveInt.default(30_000),
+  HERALD_CRON_MAX_TIMEOUT_MS: positiveInt.default(300_000),
+  HERALD_CRON_OUTPUT_MAX_BYTES: positiveInt.max(1_000_000).default(2_048),
+  HERALD_CRON_STALE_RUN_SECONDS: positiveInt.default(900),
+  HERALD_CRON_BACKFILL_MAX: positiveInt.max(100_000).default(1_000),
+  HERALD_SMTP_URL: url(['smtp', 'smtps']).optional(),
+  HERALD_SMTP_FROM: z.string().min(3).optional(),
 });
 
 export type HeraldEnv = z.infer<typeof envSchema>;
@@ -116,9 +134,61 @@ export interface HeraldConfig {
   readonly scanner: ScannerSettings;
   readonly projector: ProjectorSettings;
   readonly maintenance: MaintenanceSettings;
+  readonly cron: CronSettings;
   readonly actions: ActionSettings;
   /** Settings that work together but weaken a guarantee; logged by every role at start-up. */
   readonly warnings: readonly string[];
+}
+
+/** Cron jobs (ADR 0011): the executors' outbound allowlist and limits, and the SMTP server of `email` jobs. */
+export interface CronSettings {
+  /** Private, loopback and link-local targets (after DNS resolution) are refused unless this is set. */
+  readonly allowPrivateTargets: boolean;
+  /** When non-empty, the only hosts jobs may target (`*.example.com` matches subdomains). */
+  readonly allowedHosts: readonly string[];
+  /** Runs one worker executes at once (the cron_events consumer's prefetch); below HERALD_DB_POOL_SIZE. */
+  readonly executorConcurrency: number;
+  /** A job's timeout when it names none, and the longest one it may name. */
+  readonly defaultTimeoutMs: number;
+  readonly maxTimeoutMs: number;
+  /** Bytes of a response (or SMTP reply) kept on the run. */
+  readonly outputMaxBytes: number;
+  /** A queued or running run without a sign of life this long whose message is no longer in flight is reclaimed. */
+  readonly staleRunMs: number;
+  /** Most runs one backfill may create. */
+  readonly backfillMax: number;
+  /** SMTP server of `email` jobs (smtp:// or smtps://, credentials in the URL); unset: email jobs fail. */
+  readonly smtpUrl: string | undefined;
+  readonly smtpFrom: string | undefined;
+}
+
+function cronSettings(e: HeraldEnv): CronSettings {
+  // Every run in flight holds a pooled connection (the fenced handler's inbox transaction) and briefly
+  // needs a second one (the run's start marker): the pool must have room for both.
+  const concurrency =
+    e.HERALD_CRON_EXECUTOR_CONCURRENCY ?? Math.max(1, Math.min(8, e.HERALD_DB_POOL_SIZE - 1));
+  if (e.HERALD_CRON_EXECUTOR_CONCURRENCY !== undefined && concurrency >= e.HERALD_DB_POOL_SIZE) {
+    throw new ConfigError(
+      'HERALD_CRON_EXECUTOR_CONCURRENCY',
+      `(${e.HERALD_CRON_EXECUTOR_CONCURRENCY}) must be below HERALD_DB_POOL_SIZE (${e.HERALD_DB_POOL_SIZE}): ` +
+        'each run in flight holds one connection and needs another to record its start',
+    );
+  }
+  if (e.HERALD_CRON_DEFAULT_TIMEOUT_MS > e.HERALD_CRON_MAX_TIMEOUT_MS) {
+    throw new ConfigError('HERALD_CRON_DEFAULT_TIMEOUT_MS', 'must be <= HERALD_CRON_MAX_TIMEOUT_MS');
+  }
+  return {
+    allowPrivateTargets: e.HERALD_CRON_ALLOW_PRIVATE_TARGETS,
+    allowedHosts: e.HERALD_CRON_ALLOWED_HOSTS ? e.HERALD_CRON_ALLOWED_HOSTS.toLowerCase().split(',') : [],
+    executorConcurrency: concurrency,
+    defaultTimeoutMs: e.HERALD_CRON_DEFAULT_TIMEOUT_MS,
+    maxTimeoutMs: e.HERALD_CRON_MAX_TIMEOUT_MS,
+    outputMaxBytes: e.HERALD_CRON_OUTPUT_MAX_BYTES,
+    staleRunMs: e.HERALD_CRON_STALE_RUN_SECONDS * 1000,
+    backfillMax: e.HERALD_CRON_BACKFILL_MAX,
+    smtpUrl: e.HERALD_SMTP_URL,
+    smtpFrom: e.HERALD_SMTP_FROM,
+  };
 }
 
 /** Scheduled actions (seed 002, docs/decisions/0010-scheduled-actions.md). */
@@ -367,6 +437,7 @@ export function loadConfig(
       tickRetentionDays: e.HERALD_TICK_RETENTION_DAYS,
       streamPruneIntervalMs: e.HERALD_STREAM_PRUNE_INTERVAL_SECONDS * 1000,
     },
+    cron: cronSettings(e),
     actions: {
       dispatch: e.HERALD_ACTIONS_DISPATCH,
       batchSize: e.HERALD_ACTIONS_BATCH_SIZE,

@@ -112,6 +112,13 @@ export class PermanentError extends HeraldError {
   }
 }
 
+/**
+ * Thrown by a consumer handler for a message it cannot handle but an operator may want to drive again
+ * once something changed (e.g. a job type this worker does not know): dead-lettered at once (a copy in
+ * `<queue>.dead`, inbox `dead`), never retried, and the consumer goes on with the next message.
+ */
+export class DeadLetterError extends PermanentError {}
+
 /** Thrown by a consumer handler when a later attempt may succeed. Retried with a delay, then dead-lettered. */
 export class TransientError extends HeraldError {
   constructor(message: string, details: Record<string, unknown> = {}, cause?: unknown) {

@@ -1,7 +1,7 @@
 /**
  * Herald's public API: the package entry point (`import { … } from 'herald'`, built to
  * dist/index.js). Configuration, logging, the runtime and its roles, the aggregate registry and what a
- * registration is made of, the campaign service, the consumer toolkit (RabbitMQ and Kafka), the
+ * registration is made of, the campaign, scheduled-action and cron services, the consumer toolkit (RabbitMQ and Kafka), the
  * command handler and decider contract, the typed errors and the migrator. Everything else under src/
  * is internal and may change without notice; every export is listed by name here.
  */
@@ -13,8 +13,44 @@ export {
   type CampaignServiceDeps,
   type NewCampaign,
 } from './aggregates/campaign/service.js';
-export { heraldRegistry } from './aggregates/registry.js';
+export { cronJobRegistration, cronRegistrations, jobRunRegistration } from './aggregates/cron/index.js';
+export type { LedgerEntry } from './aggregates/cron/ledger.js';
 export {
+  type BackfillResult,
+  CronService,
+  type CronServiceDeps,
+  type CronServiceSettings,
+  type NewCronJob,
+} from './aggregates/cron/service.js';
+export { heraldRegistry } from './aggregates/registry.js';
+export type { ActionExecutePayload, ActionFirePayload } from './aggregates/scheduled-action/descriptor.js';
+export {
+  actionSignalRegistration,
+  scheduledActionRegistration,
+  scheduledActionRegistrations,
+} from './aggregates/scheduled-action/index.js';
+export type {
+  ActionExecutor,
+  ActionPorts,
+  ConditionsPort,
+  ConditionsVerdict,
+  ExecutionContext,
+  Subject,
+  SubjectPort,
+} from './aggregates/scheduled-action/processing.js';
+export {
+  type ScheduleActionParams,
+  ScheduledActionService,
+  type ScheduledActionServiceDeps,
+  type SignalOutcome,
+  type SignalParams,
+} from './aggregates/scheduled-action/service.js';
+export {
+  ACTION_EXECUTE_QUEUE,
+  SCHEDULED_ACTION_FIRE_QUEUE,
+} from './aggregates/scheduled-action/topology.js';
+export {
+  type ActionSettings,
   type ConsumerSettings,
   type HeraldConfig,
   type HeraldEnv,
@@ -25,6 +61,7 @@ export {
   type RelaySettings,
   type ScannerSettings,
 } from './config.js';
+export type { ActionSignalState, ReceivedSignal } from './domain/action-signal.js';
 export type { CampaignCommand, CampaignCommandType, CreateCampaign } from './domain/campaign/commands.js';
 export type { CampaignEvent, CampaignEventType } from './domain/campaign/events.js';
 export type { CampaignFields, CampaignIn, CampaignState, ExistingCampaign } from './domain/campaign/state.js';
@@ -40,7 +77,30 @@ export {
   isFinalStatus,
   type PausableCampaignStatus,
 } from './domain/campaign/status.js';
+export type {
+  CatchUpMode,
+  CatchUpPolicy,
+  CronJobCommand,
+  CronJobEvent,
+  CronJobState,
+  DstPolicy,
+  ExistingCronJob,
+  JobType,
+  Occurrence,
+  OverlapPolicy,
+  RetryPolicy,
+} from './domain/cron-job.js';
 export { type Decider, type DomainEvent, fold } from './domain/decider.js';
+export type { ExistingJobRun, JobRunEvent, JobRunState, RunFate, RunStatus } from './domain/job-run.js';
+export type {
+  ActionBranch,
+  ActionMode,
+  ActionStatus,
+  ExistingAction,
+  ScheduledActionCommand,
+  ScheduledActionEvent,
+  ScheduledActionState,
+} from './domain/scheduled-action.js';
 export {
   BrokerUnavailableError,
   ConcurrencyError,

@@ -6,6 +6,7 @@
  * which every long-running role answers by finishing in-flight work and exiting 0.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -26,12 +27,19 @@ export type RoleName = 'scanner' | 'relay' | 'worker';
 
 export interface RoleProcess {
   readonly name: string;
+  readonly role: RoleName;
+  readonly pid: number;
   /** Resolves when the role logged its "started" line. */
   readonly ready: Promise<void>;
   /** Log lines at level warn or above, as they came (printed by the benchmark). */
   readonly problems: string[];
+  /** CPU time (user + system) the process used so far, in ms, from /proc/<pid>/stat. */
+  cpuMs(): number;
   stop(): Promise<void>;
 }
+
+/** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on Linux). */
+const TICKS_PER_SECOND = 100;
 
 export interface RoleEnvironment {
   databaseUrl: string;
@@ -85,8 +93,16 @@ export function startRole(role: RoleName, index: number, environment: RoleEnviro
   createInterface({ input: child.stderr! }).on('line', (line) => problems.push(`${name} (stderr): ${line}`));
   return {
     name,
+    role,
+    pid: child.pid!,
     ready,
     problems,
+    cpuMs() {
+      // The command is in parentheses; utime and stime are fields 14 and 15 of the line.
+      const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+    },
     async stop() {
       if (!exited) child.kill('SIGTERM');
       const code = await exit;

@@ -4,6 +4,11 @@
  */
 import { AggregateRegistry } from '../eventstore/registry.js';
 import { campaignRegistration } from './campaign/index.js';
+import { cronRegistrations } from './cron/index.js';
 import { scheduledActionRegistrations } from './scheduled-action/index.js';
 
-export const heraldRegistry = new AggregateRegistry([campaignRegistration, ...scheduledActionRegistrations]);
+export const heraldRegistry = new AggregateRegistry([
+  campaignRegistration,
+  ...scheduledActionRegistrations,
+  ...cronRegistrations,
+]);

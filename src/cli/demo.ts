@@ -3,7 +3,7 @@
  * demo database, runs every role in this process (relay, scanner, worker), creates a handful of
  * campaigns (broadcast and multicast due in a few seconds, one sent now, one cancelled, one paused
  * then resumed), shows them move, and prints the final statuses, the deliveries and one campaign's
- * event history. Exits 0 when every campaign reached its expected final state.
+ * event history; then scheduled actions (demo-actions.ts) and cron jobs (demo-cron.ts). Exits 0 when every campaign reached its expected final state.
  */
 import { recreateDatabase } from '../adapters/postgres/admin.js';
 import { countLineDeliveries } from '../adapters/postgres/line-delivery-queries.js';
@@ -16,6 +16,7 @@ import { relayRole } from '../roles/relay-role.js';
 import { scannerRole } from '../roles/scanner-role.js';
 import { workerRole } from '../roles/worker-role.js';
 import { createRuntime, runRole, runTogether } from '../runtime/runtime.js';
+import { runActionsDemo } from './demo-actions.js';
 
 const DEMO_DATABASE = 'herald_demo';
 const out = (line = '') => process.stdout.write(`${line}\n`);
@@ -28,6 +29,8 @@ async function main(): Promise<number> {
     DATABASE_URL: databaseUrl,
     HERALD_LOG_LEVEL: process.env.HERALD_LOG_LEVEL ?? 'warn',
     HERALD_POD: 'demo',
+    // The cron section's job targets are HTTP servers it starts on 127.0.0.1.
+    HERALD_CRON_ALLOW_PRIVATE_TARGETS: 'true',
   });
   out(`Herald demo: database ${DEMO_DATABASE}, broker ${new URL(config.amqpUrl ?? 'amqp://unset').host}`);
   const migrated = await migrate({ url: config.databaseUrl, schema: config.schema });
@@ -132,6 +135,9 @@ async function main(): Promise<number> {
     );
     out();
     out(`outbox: ${outbox.map((r) => `${r.status}=${r.n}`).join(' ')}`);
+    if (!(await runActionsDemo({ runtime, config, out }))) return 1;
+    const { runCronDemo } = await import('./demo-cron.js');
+    if (!(await runCronDemo({ runtime, config, out }))) return 1;
     out('demo complete: every campaign reached its expected status, each delivered campaign exactly once');
     return 0;
   } finally {

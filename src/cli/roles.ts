@@ -16,6 +16,7 @@ import { scannerRole } from '../roles/scanner-role.js';
 import { workerRole } from '../roles/worker-role.js';
 import { type RoleDefinition, runRole, runTogether } from '../runtime/runtime.js';
 import { actionRoles } from './action-commands.js';
+import { cronRoles } from './cron-commands.js';
 import { incidentRoles } from './incident-commands.js';
 import type { Role, RoleContext } from './role.js';
 
@@ -103,5 +104,6 @@ export function roleTable(registry: AggregateRegistry): Record<string, Role> {
     },
     ...incidentRoles,
     ...actionRoles,
+    ...cronRoles,
   };
 }

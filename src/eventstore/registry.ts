@@ -45,6 +45,8 @@ export interface ConsumerDefinition<Payload = unknown> {
   /** Validates the JSON payload; a throw is permanent (rejected, never retried). */
   readonly parse: (payload: unknown) => Payload;
   readonly handler: Handler<Payload>;
+  /** Deliveries in flight at once (AMQP prefetch); default HERALD_CONSUMER_PREFETCH. */
+  readonly prefetch?: number;
 }
 
 /** Erases a consumer's payload type for the registry (the one cast: `parse` produced the payload). */

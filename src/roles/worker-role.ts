@@ -51,7 +51,7 @@ function startConsumer(
   }
   return consume({ db, amqp: config.amqpUrl, logger }, source, definition.handler, {
     ...common,
-    prefetch: config.consumer.prefetch,
+    prefetch: definition.prefetch ?? config.consumer.prefetch,
     queueType: config.amqpQueueType,
   });
 }

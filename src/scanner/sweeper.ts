@@ -61,6 +61,15 @@ export interface ClaimSweepDefinition<State, Command, Event extends DomainEvent>
   /** How a result is counted and logged. Default: counter `processed`, at debug. */
   outcome?(result: CommandResult<State, Event>): SweepOutcome;
   /**
+   * Writes what the batch's events cause in other streams, inside the same transaction (invariant 1:
+   * e.g. the job_run streams a cron job's materialization creates); a throw rolls the whole claim back.
+   * Returns what to signal after commit (wake-ups for those streams), if anything.
+   */
+  followUp?(
+    tx: SqlClient,
+    results: readonly CommandResult<State, Event>[],
+  ): Promise<(() => void) | undefined>;
+  /**
    * Runs after the sweep's transaction committed, with its results, before the sweep returns (e.g. an
    * in-process deployment running what it just claimed). A throw fails the pass; the claims stay.
    */
@@ -149,14 +158,19 @@ export function defineClaimSweeper<State, Command, Event extends DomainEvent>(
     name: definition.name,
     stats,
     async sweep(): Promise<SweepResult> {
-      const { found, batch } = await deps.db.transaction(async (tx) => {
+      const { found, batch, followed } = await deps.db.transaction(async (tx) => {
         const due = await definition.lockDue(tx, deps.batchSize);
         const batch = await commands.handleBatchInTransaction(tx, due, definition.command, {
           meta: { actor: definition.actor },
         });
-        return { found: due.length, batch };
+        const followed =
+          definition.followUp && batch.results.length > 0
+            ? await definition.followUp(tx, batch.results)
+            : undefined;
+        return { found: due.length, batch, followed };
       });
       commands.signalAfterCommit(batch.results, deps.wakeups);
+      followed?.();
       record(logger, stats, batch.results, definition.outcome);
       logRefusals(logger, definition.name, batch.refused);
       if (definition.afterCommit && batch.results.length > 0) await definition.afterCommit(batch.results);

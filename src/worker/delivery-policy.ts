@@ -15,7 +15,8 @@
  *    destination re-check, invariant 5). Only after the commit is the delivery settled, and the
  *    handler's after-commit callbacks run (wake-ups).
  * 4. PermanentError (or a parse failure): rolled back, `rejected` recorded with the error in a separate
- *    statement (never over a processed/discarded row), settled, never delivered again.
+ *    statement (never over a processed/discarded row), settled, never delivered again. DeadLetterError
+ *    (a PermanentError an operator may want to re-drive): rolled back and dead-lettered at once.
  * 5. Any other throw (TransientError, database loss, bugs): rolled back; below `maxAttempts` a copy
  *    with the next attempt number goes to the retry destination (which hands it back after the retry
  *    delay); at `maxAttempts` the copy goes to the dead-letter destination with the error, the time,
@@ -37,7 +38,7 @@ import {
   markDiscardedMany,
   recordInboxFailure,
 } from '../adapters/postgres/inbox-queries.js';
-import { PermanentError, ValidationError } from '../errors.js';
+import { DeadLetterError, PermanentError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { HEADER } from '../messaging/headers.js';
 import type { ConsumerTransport, TransportDelivery, TransportState } from '../ports/consumer-transport.js';
@@ -456,7 +457,8 @@ export class DeliveryPolicy<T> implements Consumer {
         { retryOnConflict: false },
       );
     } catch (error) {
-      if (error instanceof PermanentError) await this.reject(delivery, messageId, attempt, error, log);
+      if (error instanceof DeadLetterError) await this.deadLetter(delivery, messageId, attempt, error, log);
+      else if (error instanceof PermanentError) await this.reject(delivery, messageId, attempt, error, log);
       else await this.retryOrDeadLetter(delivery, messageId, attempt, error, log);
       return;
     }

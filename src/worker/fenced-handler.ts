@@ -250,7 +250,9 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
     }
     if (accepted.length > 0) {
       const results = await effectMany(accepted);
-      const byStream = new Map(accepted.map((a, index) => [a.claim.streamId, { ...a, result: results?.[index] }]));
+      const byStream = new Map(
+        accepted.map((a, index) => [a.claim.streamId, { ...a, result: results?.[index] }]),
+      );
       const completed = await commands.handleBatchInTransaction(
         tx,
         accepted.map((a) => ({ streamId: a.claim.streamId, state: a.state, version: a.version })),

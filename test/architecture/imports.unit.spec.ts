@@ -42,7 +42,7 @@ const GENERIC = [
   'ports',
   'messaging',
 ];
-const DRIVERS = ['pg', 'pg-listen', 'amqplib', 'kafkajs', 'ioredis'];
+const DRIVERS = ['pg', 'pg-listen', 'amqplib', 'kafkajs', 'ioredis', 'undici', 'nodemailer'];
 
 describe('import rules', () => {
   it('generic folders import no aggregate module (src/aggregates/, src/domain/<aggregate>)', () => {

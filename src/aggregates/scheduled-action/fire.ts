@@ -74,7 +74,8 @@ export function actionFire(
     // through the single form, where it becomes that action's retry).
     async effectMany(contexts) {
       const outcomes: ProcessOutcome[] = [];
-      for (const { state, tx } of contexts) outcomes.push(await processAction(state as ExistingAction, tx, ports));
+      for (const { state, tx } of contexts)
+        outcomes.push(await processAction(state as ExistingAction, tx, ports));
       return outcomes;
     },
     heartbeat: ({ streamId, epoch }, now) => ({ type: 'HeartbeatAction', actionId: streamId, epoch, now }),

@@ -1,0 +1,192 @@
+/**
+ * The executors' side of seed 004, as a configuration of the fenced handler
+ * (src/worker/fenced-handler.ts), consuming `cron_events`: a message carries a run's claim (run id and
+ * epoch), and the run is executed only while it is queued or running *with that epoch* (invariant 5);
+ * anything else is a quiet discard recorded as `JobRunMessageDiscarded` on `cron_delivery/<message id>`.
+ *
+ * The effect: read the job (a deleted job's run is cancelled, not executed), mark the run `running` in
+ * a transaction of its own (so the start is visible while the job runs, and a heartbeat's lock order is
+ * kept), then execute the job's type with the job's timeout (an AbortSignal). The outcome is a run
+ * command in the inbox transaction (invariant 4): CompleteRun with the response status, an output
+ * excerpt and the duration; FailRun for a permanent error; and for any other error FailAttempt — the run
+ * decides its own retry (a delay, then a fresh claim by a sweep with a new epoch and a new message) or
+ * gives up (`permanently_failed`) — so a failing job is never requeued in a loop and never holds the
+ * queue. A message whose job type this worker does not know is dead-lettered at once (DeadLetterError)
+ * and the consumer goes on.
+ */
+import { z } from 'zod';
+import type { ExecutableJob } from '../../domain/cron-job.js';
+import { isJobType, JOB_TYPES } from '../../domain/cron-job.js';
+import type { AttemptReport, JobRunCommand, JobRunEvent, JobRunState } from '../../domain/job-run.js';
+import { DeadLetterError, errorMessage, HeraldError, TransientError } from '../../errors.js';
+import type { CommandHandler } from '../../eventstore/command-handler.js';
+import type { Logger } from '../../logger.js';
+import type { ExecutionReport, JobExecutor } from '../../ports/job-executor.js';
+import type { Handler } from '../../worker/delivery-policy.js';
+import { type FencedHandlerDefinition, fencedHandler } from '../../worker/fenced-handler.js';
+import { cronJobStore } from './job-descriptor.js';
+import { jobRunAggregate, type RunMessagePayload } from './run-descriptor.js';
+import { CRON_DELIVERY_STREAM_TYPE, CRON_EXECUTOR_CONSUMER } from './topology.js';
+
+/** The job type is a plain string here: an unknown one is dead-lettered by the handler, not rejected by parse. */
+export const runMessagePayload = z.strictObject({
+  runId: z.uuid(),
+  jobId: z.uuid(),
+  organizationId: z.string().min(1),
+  jobType: z.string().min(1),
+  scheduledFor: z.iso.datetime(),
+  epoch: z.number().int().positive(),
+  attempt: z.number().int().positive(),
+}) satisfies z.ZodType<RunMessagePayload>;
+
+type Outcome =
+  | { kind: 'completed'; report: ExecutionReport; durationMs: number }
+  | { kind: 'cancelled'; reason: string };
+
+export interface RunExecutionOptions {
+  handler: CommandHandler;
+  logger: Logger;
+  executor: JobExecutor<ExecutableJob>;
+  /** HERALD_CRON_MAX_TIMEOUT_MS: a job's own timeout is capped at this. */
+  maxTimeoutMs: number;
+  /** Heartbeat while a job runs longer than this (below the stale-run window). */
+  heartbeatMs?: number;
+}
+
+const durations = new WeakMap<Error, number>();
+
+/** The report a failed attempt leaves on its run, from the error's details. */
+function reportOf(error: Error): AttemptReport {
+  const details = error instanceof HeraldError ? error.details : {};
+  const status = details.responseStatus;
+  const output = details.output;
+  return {
+    responseStatus: typeof status === 'number' ? status : null,
+    output: typeof output === 'string' ? output : null,
+    durationMs: durations.get(error) ?? null,
+  };
+}
+
+export function runExecution(
+  options: RunExecutionOptions,
+): FencedHandlerDefinition<JobRunState, JobRunCommand, JobRunEvent, RunMessagePayload, Outcome> {
+  const runs = options.handler.for(jobRunAggregate);
+  return {
+    consumer: CRON_EXECUTOR_CONSUMER,
+    aggregate: jobRunAggregate,
+    claimOf: (payload) => ({ streamId: payload.runId, epoch: payload.epoch }),
+    refusal(state, { epoch }) {
+      if (!state || state.status === 'NONE') return 'run not found';
+      if (state.status !== 'queued' && state.status !== 'running')
+        return `run is ${state.status}, not queued`;
+      if (state.claimEpoch !== epoch)
+        return `stale epoch ${epoch}: the live claim is epoch ${state.claimEpoch}`;
+      return null;
+    },
+    discard: {
+      streamType: CRON_DELIVERY_STREAM_TYPE,
+      eventType: 'JobRunMessageDiscarded',
+      data: (payload, state, reason) => ({
+        runId: payload.runId,
+        jobId: payload.jobId,
+        epoch: payload.epoch,
+        reason,
+        runStatus: state?.status ?? null,
+        runEpoch: state && state.status !== 'NONE' ? state.claimEpoch : null,
+      }),
+    },
+    async effect({ message, claim, state, tx, log }): Promise<Outcome> {
+      if (state.status === 'NONE') throw new Error('unreachable: refused above');
+      const job = (await cronJobStore.load(tx, state.jobId))?.state;
+      if (!job || job.status === 'NONE' || job.status === 'deleted') {
+        return { kind: 'cancelled', reason: 'the job was deleted' };
+      }
+      await runs.handle(
+        claim.streamId,
+        (now) => ({ type: 'StartRun', runId: claim.streamId, epoch: claim.epoch, now }),
+        {
+          meta: {
+            actor: CRON_EXECUTOR_CONSUMER,
+            causationId: message.messageId,
+            ...(message.correlationId ? { correlationId: message.correlationId } : {}),
+          },
+        },
+      );
+      const timeoutMs = Math.min(job.timeoutMs, options.maxTimeoutMs);
+      const signal = AbortSignal.timeout(timeoutMs);
+      const started = performance.now();
+      try {
+        const report = await options.executor.execute(
+          { jobType: job.jobType, payload: job.payload } as ExecutableJob,
+          {
+            runId: state.runId,
+            jobId: state.jobId,
+            scheduledFor: state.scheduledFor,
+            attempt: state.attempts,
+            signal,
+          },
+        );
+        return { kind: 'completed', report, durationMs: Math.round(performance.now() - started) };
+      } catch (error) {
+        const failure =
+          signal.aborted && !(error instanceof HeraldError && error.code === 'PERMANENT_FAILURE')
+            ? new TransientError(`${job.jobType} timed out after ${timeoutMs} ms`, { timeout: true }, error)
+            : error instanceof Error
+              ? error
+              : new Error(String(error));
+        durations.set(failure, Math.round(performance.now() - started));
+        log.debug({ err: failure }, 'job attempt failed');
+        throw failure;
+      }
+    },
+    heartbeat: ({ streamId, epoch }, now) => ({ type: 'HeartbeatRun', runId: streamId, epoch, now }),
+    complete: ({ streamId, epoch }, now, outcome) =>
+      outcome?.kind === 'cancelled'
+        ? { type: 'CancelRun', runId: streamId, epoch, now, reason: outcome.reason }
+        : {
+            type: 'CompleteRun',
+            runId: streamId,
+            epoch,
+            now,
+            report: {
+              responseStatus: outcome?.report.responseStatus ?? null,
+              output: outcome?.report.output ?? null,
+              durationMs: outcome?.durationMs ?? null,
+            },
+          },
+    fail: ({ streamId, epoch }, reason, now, error) => ({
+      type: 'FailRun',
+      runId: streamId,
+      epoch,
+      now,
+      error: reason,
+      report: reportOf(error),
+    }),
+    retry: ({ streamId, epoch }, error, now) => ({
+      type: 'FailAttempt',
+      runId: streamId,
+      epoch,
+      now,
+      error: errorMessage(error).slice(0, 10_000) || error.name,
+      report: reportOf(error),
+    }),
+  };
+}
+
+/** The cron_events handler: dead-letters unknown job types, then the fenced run execution. */
+export function runExecutionHandler(options: RunExecutionOptions): Handler<RunMessagePayload> {
+  const fenced = fencedHandler(runExecution(options), {
+    handler: options.handler,
+    logger: options.logger,
+    ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
+  });
+  return async (message, tx) => {
+    if (!isJobType(message.payload.jobType)) {
+      throw new DeadLetterError(
+        `unknown job type '${message.payload.jobType}' (this worker knows ${JOB_TYPES.join(', ')})`,
+        { jobType: message.payload.jobType, runId: message.payload.runId },
+      );
+    }
+    return fenced(message, tx);
+  };
+}

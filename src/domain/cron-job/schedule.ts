@@ -1,0 +1,284 @@
+/**
+ * Fire times of a cron schedule in an IANA time zone, with Herald's DST policy. Pure (no clock: every
+ * function takes the instant it starts from), so the cron-job decider can call it (invariant 6).
+ *
+ * The cron library (croner) only enumerates *wall-clock* times matching the expression (it runs with a
+ * fixed UTC offset of 0, so a wall time is a plain number); Herald maps each wall time to instants in
+ * the zone itself, and that is where the DST policy applies:
+ * - a wall time that occurs twice (the repeated hour when clocks go back): `ambiguous` = `first` (the
+ *   earlier instant), `last` (the later one) or `both`;
+ * - a wall time that does not occur (the hour skipped when clocks go forward): `missing` = `shift`
+ *   (moved forward by the length of the gap: 02:30 in a 02:00→03:00 gap fires at 03:30, the
+ *   "compatible" disambiguation of java.time and TC39 Temporal) or `skip`.
+ * Two wall times that land on the same instant (a shifted time and a real one) fire once.
+ *
+ * Defaults follow cron tradition (Vixie cron, croner): a fixed-time job (one value each in seconds,
+ * minutes and hours, e.g. `30 2 * * *`) fires once at the first 01:30 and after the gap; an interval
+ * job (`*∕5 * * * *`, `0 * * * *`) keeps its rhythm in real time: both passes of the repeated hour, none
+ * in the gap. Offsets come from Intl (the runtime's IANA database), cached per minute.
+ */
+import { Cron } from 'croner';
+import { ValidationError } from '../../errors.js';
+
+export type AmbiguousTimePolicy = 'first' | 'last' | 'both';
+export type MissingTimePolicy = 'shift' | 'skip';
+export const AMBIGUOUS_TIME_POLICIES = ['first', 'last', 'both'] as const;
+export const MISSING_TIME_POLICIES = ['shift', 'skip'] as const;
+
+export interface DstPolicy {
+  readonly ambiguous: AmbiguousTimePolicy;
+  readonly missing: MissingTimePolicy;
+}
+
+export interface ScheduleSpec {
+  /** 5 fields (minute precision) or 6 (seconds first). */
+  readonly expression: string;
+  /** IANA zone, e.g. Europe/Berlin. */
+  readonly timezone: string;
+  readonly dst: DstPolicy;
+}
+
+/** How an occurrence's wall time met the clock: an ordinary time, a pass of a repeated one, or a shifted gap time. */
+export type OccurrenceKind = 'regular' | 'ambiguous-first' | 'ambiguous-second' | 'shifted';
+
+export interface Occurrence {
+  /** Epoch milliseconds. */
+  readonly at: number;
+  /** The wall-clock time the expression named, `YYYY-MM-DDTHH:mm:ss` in the zone. */
+  readonly wall: string;
+  readonly kind: OccurrenceKind;
+}
+
+const HOUR = 3_600_000;
+/** Offsets are compared this far either side of an instant: no zone changes its offset twice within it. */
+const TRANSITION_HORIZON = 4 * HOUR;
+/** A schedule whose next wall time is further than this many steps away has none (e.g. `0 0 30 2 *`). */
+const MAX_STEPS = 100_000;
+
+const FIXED_OFFSET_ZONES = new Set([
+  'UTC',
+  'Etc/UTC',
+  'GMT',
+  'Etc/GMT',
+  'Etc/UCT',
+  'UCT',
+  'Zulu',
+  'Etc/Zulu',
+]);
+
+// ─── offsets ────────────────────────────────────────────────────────────────────────────────────────
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+const offsetCache = new Map<string, number>();
+const OFFSET_CACHE_LIMIT = 50_000;
+
+function formatter(timezone: string): Intl.DateTimeFormat {
+  let f = formatters.get(timezone);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: timezone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+    });
+    formatters.set(timezone, f);
+  }
+  return f;
+}
+
+/** The zone's UTC offset (ms) at an instant. Offsets change on whole minutes, so they are cached per minute. */
+export function offsetAt(timezone: string, instant: number): number {
+  if (FIXED_OFFSET_ZONES.has(timezone)) return 0;
+  const minute = Math.floor(instant / 60_000);
+  const key = `${timezone}|${minute}`;
+  const cached = offsetCache.get(key);
+  if (cached !== undefined) return cached;
+  const at = minute * 60_000;
+  const parts = formatter(timezone).formatToParts(new Date(at));
+  const field = (type: Intl.DateTimeFormatPartTypes) => Number(parts.find((p) => p.type === type)!.value);
+  const wall = Date.UTC(
+    field('year'),
+    field('month') - 1,
+    field('day'),
+    field('hour'),
+    field('minute'),
+    field('second'),
+  );
+  const offset = wall - at;
+  if (offsetCache.size >= OFFSET_CACHE_LIMIT) offsetCache.clear();
+  offsetCache.set(key, offset);
+  return offset;
+}
+
+/** The largest offset change within TRANSITION_HORIZON of an instant (0 almost always). */
+function transitionAround(timezone: string, instant: number): number {
+  if (FIXED_OFFSET_ZONES.has(timezone)) return 0;
+  const here = offsetAt(timezone, instant);
+  const before = offsetAt(timezone, instant - TRANSITION_HORIZON);
+  const after = offsetAt(timezone, instant + TRANSITION_HORIZON);
+  return Math.max(here, before, after) - Math.min(here, before, after);
+}
+
+export function isValidTimezone(timezone: string): boolean {
+  if (FIXED_OFFSET_ZONES.has(timezone)) return true;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: timezone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const pad = (n: number, width = 2) => String(n).padStart(width, '0');
+function wallText(wall: number): string {
+  const d = new Date(wall);
+  return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}T${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}`;
+}
+
+// ─── expressions ────────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * A fixed-time expression has one plain value in each of seconds, minutes and hours (croner's rule, so
+ * `30 2 * * *` is fixed and `*∕5 * * * *`, `0 * * * *` or `0 30 1,2 * * *` are interval expressions).
+ */
+export function isFixedTime(expression: string): boolean {
+  const fields = expression.trim().split(/\s+/);
+  const [second, minute, hour] = fields.length === 6 ? fields : ['0', ...fields];
+  return [second, minute, hour].every((f) => /^\d+$/.test(f ?? ''));
+}
+
+/** The DST policy a job gets when it names none (see the module comment). */
+export function defaultDstPolicy(expression: string): DstPolicy {
+  return isFixedTime(expression)
+    ? { ambiguous: 'first', missing: 'shift' }
+    : { ambiguous: 'both', missing: 'skip' };
+}
+
+/** Throws ValidationError unless the expression has 5 or 6 fields croner accepts and the zone is known. */
+export function validateSchedule(expression: string, timezone: string): void {
+  const fields = expression.trim().split(/\s+/);
+  if (fields.length !== 5 && fields.length !== 6) {
+    throw new ValidationError(
+      `invalid cron expression '${expression}': 5 fields (minute hour day month weekday) or 6 (seconds first)`,
+      { field: 'schedule', schedule: expression },
+    );
+  }
+  try {
+    new Cron(expression, { utcOffset: 0, mode: '5-or-6-parts' });
+  } catch (error) {
+    throw new ValidationError(`invalid cron expression '${expression}': ${(error as Error).message}`, {
+      field: 'schedule',
+      schedule: expression,
+    });
+  }
+  if (!isValidTimezone(timezone)) {
+    throw new ValidationError(`unknown time zone '${timezone}' (an IANA name such as Europe/Berlin)`, {
+      field: 'timezone',
+      timezone,
+    });
+  }
+}
+
+// ─── the schedule ───────────────────────────────────────────────────────────────────────────────────
+
+export class Schedule {
+  private readonly cron: Cron;
+  private readonly fixed: boolean;
+
+  constructor(readonly spec: ScheduleSpec) {
+    validateSchedule(spec.expression, spec.timezone);
+    this.cron = new Cron(spec.expression, { utcOffset: 0, mode: '5-or-6-parts' });
+    this.fixed = FIXED_OFFSET_ZONES.has(spec.timezone);
+  }
+
+  /** The instants a wall time fires at under the DST policy (none, one, or both passes of a repeated time). */
+  resolve(wall: number): Occurrence[] {
+    const { timezone, dst } = this.spec;
+    const text = wallText(wall);
+    if (this.fixed) return [{ at: wall, wall: text, kind: 'regular' }];
+    const guess = wall - offsetAt(timezone, wall - offsetAt(timezone, wall));
+    const before = offsetAt(timezone, guess - TRANSITION_HORIZON);
+    const after = offsetAt(timezone, guess + TRANSITION_HORIZON);
+    const candidates = [...new Set([wall - before, wall - after])]
+      .filter((instant) => instant + offsetAt(timezone, instant) === wall)
+      .sort((a, b) => a - b);
+    if (candidates.length === 1) return [{ at: candidates[0]!, wall: text, kind: 'regular' }];
+    if (candidates.length === 2) {
+      const [first, second] = candidates as [number, number];
+      if (dst.ambiguous === 'first') return [{ at: first, wall: text, kind: 'ambiguous-first' }];
+      if (dst.ambiguous === 'last') return [{ at: second, wall: text, kind: 'ambiguous-second' }];
+      return [
+        { at: first, wall: text, kind: 'ambiguous-first' },
+        { at: second, wall: text, kind: 'ambiguous-second' },
+      ];
+    }
+    // In a gap: with the offset from before the gap the instant lands after it, moved by the gap's length.
+    return dst.missing === 'shift'
+      ? [{ at: wall - Math.min(before, after), wall: text, kind: 'shifted' }]
+      : [];
+  }
+
+  /** The first occurrence strictly after `after` (epoch ms), or null when the expression never fires again. */
+  next(after: number): Occurrence | null {
+    const { timezone } = this.spec;
+    if (this.fixed) {
+      const next = this.cron.nextRun(new Date(after));
+      return next ? { at: next.getTime(), wall: wallText(next.getTime()), kind: 'regular' } : null;
+    }
+    // Near a transition a wall time before `after`'s own can still fire after it (the second pass of a
+    // repeated hour), and one after a shifted gap time can fire before it: widen the walk by the change.
+    let cursor = after + offsetAt(timezone, after) - transitionAround(timezone, after);
+    let best: Occurrence | null = null;
+    for (let step = 0; step < MAX_STEPS; step++) {
+      const wall = this.cron.nextRun(new Date(cursor));
+      if (!wall) break;
+      cursor = wall.getTime();
+      for (const occurrence of this.resolve(cursor)) {
+        if (occurrence.at > after && (best === null || occurrence.at < best.at)) best = occurrence;
+      }
+      if (best !== null) {
+        // No later wall time can fire before `best` once the walk is past its wall time plus any change.
+        const stopAt = best.at + offsetAt(timezone, best.at) + transitionAround(timezone, best.at);
+        if (cursor >= stopAt) break;
+      }
+    }
+    return best;
+  }
+
+  /** Up to `limit` occurrences in (after, until], in order. */
+  between(after: number, until: number, limit: number): Occurrence[] {
+    const found: Occurrence[] = [];
+    let cursor = after;
+    while (found.length < limit) {
+      const next = this.next(cursor);
+      if (!next || next.at > until) break;
+      found.push(next);
+      cursor = next.at;
+    }
+    return found;
+  }
+
+  /** The next `count` occurrences after `after`. */
+  upcoming(after: number, count: number): Occurrence[] {
+    return this.between(after, Number.MAX_SAFE_INTEGER, count);
+  }
+}
+
+const schedules = new Map<string, Schedule>();
+const SCHEDULE_CACHE_LIMIT = 20_000;
+
+/** A (cached) schedule for a spec; throws ValidationError for an invalid expression or zone. */
+export function scheduleFor(spec: ScheduleSpec): Schedule {
+  const key = `${spec.expression}|${spec.timezone}|${spec.dst.ambiguous}|${spec.dst.missing}`;
+  let schedule = schedules.get(key);
+  if (!schedule) {
+    schedule = new Schedule(spec);
+    if (schedules.size >= SCHEDULE_CACHE_LIMIT) schedules.clear();
+    schedules.set(key, schedule);
+  }
+  return schedule;
+}
