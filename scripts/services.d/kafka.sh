@@ -4,8 +4,8 @@
 # The jars are resolved once by scripts/kafka/pom.xml into .cache/kafka/<version>/lib, which
 # survives `down --purge`.
 
-KAFKA_PORT=19092
-KAFKA_CONTROLLER_PORT=19093
+KAFKA_PORT=$((19092 + HERALD_SERVICES_PORT_OFFSET))
+KAFKA_CONTROLLER_PORT=$((19093 + HERALD_SERVICES_PORT_OFFSET))
 KAFKA_DIR="$SERVICES_DIR/kafka"
 KAFKA_DATA="$KAFKA_DIR/data"
 KAFKA_LOG_DIR="$KAFKA_DIR/logs"

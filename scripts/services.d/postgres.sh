@@ -2,7 +2,7 @@
 # PostgreSQL: a private cluster in .services/postgres/data, run as the `postgres` OS user when
 # invoked as root (the server refuses to run as root), listening on 127.0.0.1:54329 only.
 
-PG_PORT=54329
+PG_PORT=$((54329 + HERALD_SERVICES_PORT_OFFSET))
 PG_DIR="$SERVICES_DIR/postgres"
 PG_DATA="$PG_DIR/data"
 PG_LOG="$PG_DIR/postgres.log"

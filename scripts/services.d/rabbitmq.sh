@@ -3,9 +3,9 @@
 # pid file) under .services/rabbitmq, AMQP on 127.0.0.1:56729, no management plugin.
 # The Erlang distribution uses non-default ports too (epmd 43699, node 25729), both loopback.
 
-RABBIT_PORT=56729
-RABBIT_DIST_PORT=25729
-RABBIT_EPMD_PORT=43699
+RABBIT_PORT=$((56729 + HERALD_SERVICES_PORT_OFFSET))
+RABBIT_DIST_PORT=$((25729 + HERALD_SERVICES_PORT_OFFSET))
+RABBIT_EPMD_PORT=$((43699 + HERALD_SERVICES_PORT_OFFSET))
 RABBIT_NODE=herald@localhost
 RABBIT_DIR="$SERVICES_DIR/rabbitmq"
 RABBIT_LOG_DIR="$RABBIT_DIR/log"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Redis: redis-server daemonized with a generated config, 127.0.0.1:63799, no persistence.
 
-REDIS_PORT=63799
+REDIS_PORT=$((63799 + HERALD_SERVICES_PORT_OFFSET))
 REDIS_DIR="$SERVICES_DIR/redis"
 REDIS_LOG="$REDIS_DIR/redis.log"
 REDIS_PIDFILE="$REDIS_DIR/redis.pid"
