@@ -31,8 +31,12 @@ async function main(argv: string[]): Promise<number> {
   });
   const [roleName, ...args] = positionals;
   const role = roleName ? roles[roleName] : undefined;
+  if (role && values.help) {
+    process.stdout.write(`usage: herald ${roleName} [options]\n\n${role.summary}\n\n${USAGE}\n`);
+    return 0;
+  }
   if (!role || values.help) {
-    (role || values.help ? process.stdout : process.stderr).write(`${USAGE}\n`);
+    (values.help ? process.stdout : process.stderr).write(`${USAGE}\n`);
     return values.help ? 0 : 2;
   }
   let config: HeraldConfig;

@@ -14,7 +14,12 @@ export class UsageError extends ValidationError {}
 export const out = (line = '') => process.stdout.write(`${line}\n`);
 export const json = (value: unknown) => JSON.stringify(value, null, 2);
 
-export function parse<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T) {
+type StrictConfig<T> = { args: string[]; options: T; allowPositionals: true; strict: true };
+
+export function parse<T extends NonNullable<ParseArgsConfig['options']>>(
+  argv: string[],
+  options: T,
+): ReturnType<typeof parseArgs<StrictConfig<T>>> {
   try {
     return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (error) {

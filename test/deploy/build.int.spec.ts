@@ -1,0 +1,36 @@
+/**
+ * `npm run build`'s output runs every role: the build's compiler settings (tsconfig.build.json) into a
+ * scratch folder inside the repository (so dist/ of a working checkout is left alone and node_modules
+ * still resolves), then `node <out>/cli/main.js <role> --help` for every role of the CLI's table:
+ * exit 0 and the role's own usage line. Catches what only the compiled output gets wrong (an import
+ * that resolves under tsx only, a file missing from src/).
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+const OUT = join(ROOT, '.cache', 'build-check', 'dist');
+
+afterAll(() => rmSync(join(ROOT, '.cache', 'build-check'), { recursive: true, force: true }));
+
+describe('the compiled build', () => {
+  it('runs every role with --help', () => {
+    rmSync(OUT, { recursive: true, force: true });
+    execFileSync(
+      process.execPath,
+      [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', OUT],
+      { cwd: ROOT, stdio: 'inherit' },
+    );
+    const main = join(OUT, 'cli', 'main.js');
+    const usage = execFileSync(process.execPath, [main, '--help'], { encoding: 'utf8' });
+    const roles = [...usage.matchAll(/^ {2}(\S+) {2,}/gm)].map((m) => m[1]!);
+    expect(roles).toEqual(expect.arrayContaining(['migrate', 'scanner', 'relay', 'worker', 'api', 'tick']));
+    for (const role of roles) {
+      const run = spawnSync(process.execPath, [main, role, '--help'], { encoding: 'utf8', env: {} });
+      expect({ role, status: run.status, stderr: run.stderr }).toEqual({ role, status: 0, stderr: '' });
+      expect(run.stdout).toContain(`usage: herald ${role} [options]`);
+    }
+  }, 300_000);
+});
