@@ -20,7 +20,21 @@ import { cronRoles } from './cron-commands.js';
 import { incidentRoles } from './incident-commands.js';
 import type { Role, RoleContext } from './role.js';
 
-async function migrateCommand({ config, logger }: RoleContext): Promise<number> {
+async function migrateCommand({ config, logger, argv }: RoleContext): Promise<number> {
+  const unknown = argv.filter((arg) => arg !== '--dry-run');
+  if (unknown.length > 0) {
+    process.stderr.write(
+      `herald migrate: unknown option ${unknown.join(' ')} (usage: herald migrate [--dry-run])\n`,
+    );
+    return 2;
+  }
+  if (argv.includes('--dry-run')) {
+    const result = await migrate({ url: config.databaseUrl, schema: config.schema, dryRun: true });
+    process.stdout.write(
+      `would apply: ${result.pending.length ? result.pending.join(', ') : 'nothing'} (already applied: ${result.alreadyApplied})\n`,
+    );
+    return 0;
+  }
   const result = await migrate({ url: config.databaseUrl, schema: config.schema });
   for (const name of result.applied) logger.info({ migration: name }, 'applied migration');
   process.stdout.write(
@@ -73,7 +87,7 @@ export function roleTable(registry: AggregateRegistry): Record<string, Role> {
   const running = longRunningRoles(registry);
   return {
     migrate: {
-      summary: 'apply pending migrations (safe to run from several pods at once)',
+      summary: 'apply pending migrations (safe to run from several pods at once); --dry-run lists them',
       run: migrateCommand,
     },
     ...Object.fromEntries(

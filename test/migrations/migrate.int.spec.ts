@@ -44,6 +44,43 @@ describe('migrations', () => {
     );
   });
 
+  it('--dry-run lists what would apply and writes nothing: not the schema, not a file, not a record', async () => {
+    const env = {
+      ...process.env,
+      DATABASE_URL: t.url,
+      HERALD_SCHEMA: 'herald_dry',
+      HERALD_LOG_LEVEL: 'silent',
+    };
+    const files = await readMigrations();
+    const cli = ['--import', 'tsx', 'src/cli/main.ts', 'migrate', '--dry-run'];
+    const fresh = await run('node', cli, { env });
+    expect(fresh.stdout.trim()).toBe(
+      `would apply: ${files.map((f) => f.name).join(', ')} (already applied: 0)`,
+    );
+    const schemas = await t.db.query<{ n: number }>(
+      "select count(*)::int as n from information_schema.schemata where schema_name = 'herald_dry'",
+    );
+    expect(schemas.rows[0]!.n).toBe(0);
+
+    // Partly applied (all but the last two): the dry run names exactly those two.
+    const dir = await mkdtemp(join(tmpdir(), 'herald-migrations-'));
+    for (const file of files.slice(0, -2)) await writeFile(join(dir, file.name), file.sql);
+    await migrate({ url: t.url, schema: 'herald_dry', dir });
+    const partly = await migrate({ url: t.url, schema: 'herald_dry', dryRun: true });
+    expect(partly).toEqual({
+      applied: [],
+      pending: files.slice(-2).map((f) => f.name),
+      alreadyApplied: files.length - 2,
+    });
+    const { rows } = await t.db.query<{ n: number }>('select count(*)::int as n from herald_dry.migration');
+    expect(rows[0]!.n).toBe(files.length - 2);
+
+    const bad = await run('node', ['--import', 'tsx', 'src/cli/main.ts', 'migrate', '--dryrun'], {
+      env,
+    }).catch((error: { code: number; stderr: string }) => error);
+    expect(bad).toMatchObject({ code: 2, stderr: expect.stringContaining('unknown option --dryrun') });
+  });
+
   it('honours a configured schema name', async () => {
     const result = await migrate({ url: t.url, schema: 'herald_alt' });
     expect(result.applied.length).toBeGreaterThan(0);

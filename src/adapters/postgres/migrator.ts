@@ -2,7 +2,8 @@
  * Forward-only migrations: numbered SQL files in migrations/ (000001_name.sql, …), applied in order,
  * each in its own transaction, recorded in `<schema>.migration`. A session-level advisory lock keyed
  * on the schema serializes concurrent `herald migrate` runs (several pods starting at once), so each
- * file is applied exactly once and every runner returns success.
+ * file is applied exactly once and every runner returns success. A dry run writes nothing (not even
+ * the schema or the migration table) and lists what would apply, after the same checksum checks.
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
@@ -23,6 +24,7 @@ const SQL = {
       checksum text not null,
       applied_at timestamptz not null default now())`,
   applied: 'select id, name, checksum from migration order by id',
+  tableExists: `select to_regclass(format('%I.migration', $1::text)) is not null as exists`,
   record: 'insert into migration (id, name, checksum) values ($1, $2, $3)',
 } as const;
 
@@ -34,7 +36,10 @@ export interface MigrationFile {
 }
 
 export interface MigrationResult {
+  /** Applied by this run (a dry run: none). */
   applied: string[];
+  /** A dry run: what would apply, in order (otherwise empty). */
+  pending: string[];
   alreadyApplied: number;
 }
 
@@ -59,6 +64,7 @@ export async function migrate(options: {
   url: string;
   schema: string;
   dir?: string;
+  dryRun?: boolean;
 }): Promise<MigrationResult> {
   const migrations = await readMigrations(options.dir);
   const client = await connectClient({
@@ -70,11 +76,18 @@ export async function migrate(options: {
   try {
     await client.query(SQL.lock, [lockKey]);
     try {
-      await client.query(SQL.createSchema(options.schema));
-      await client.query(SQL.createTable);
+      const dryRun = options.dryRun ?? false;
+      const hasTable = (await client.query(SQL.tableExists, [options.schema])).rows[0].exists as boolean;
+      if (!dryRun) {
+        await client.query(SQL.createSchema(options.schema));
+        await client.query(SQL.createTable);
+      }
       const done = new Map<number, { name: string; checksum: string }>();
-      for (const row of (await client.query(SQL.applied)).rows) done.set(row.id, row);
+      if (hasTable || !dryRun) {
+        for (const row of (await client.query(SQL.applied)).rows) done.set(row.id, row);
+      }
       const applied: string[] = [];
+      const pending: string[] = [];
       for (const migration of migrations) {
         const previous = done.get(migration.id);
         if (previous) {
@@ -84,6 +97,10 @@ export async function migrate(options: {
               `migration ${migration.name} was changed after it was applied (forward-only: add a new file instead)`,
             );
           }
+          continue;
+        }
+        if (dryRun) {
+          pending.push(migration.name);
           continue;
         }
         await client.query('begin');
@@ -100,7 +117,7 @@ export async function migrate(options: {
         }
         applied.push(migration.name);
       }
-      return { applied, alreadyApplied: migrations.length - applied.length };
+      return { applied, pending, alreadyApplied: migrations.length - applied.length - pending.length };
     } finally {
       await client.query(SQL.unlock, [lockKey]);
     }
