@@ -1,0 +1,402 @@
+/**
+ * Herald's Prometheus metrics: one prom-client Registry per process (`heraldMetrics`), shared by every
+ * role the process runs (`herald all` and the tests run several) and by the HTTP API, which adds its
+ * request metrics to the same registry and serves it too. No domain or generic module imports
+ * prom-client (only this one, and the API for its own series): the relay, the sweepers and the delivery
+ * policy record through the small meter objects below, created once per relay, sweeper or consumer, so
+ * the hot paths only bump a labelled child.
+ *
+ * Two kinds of series, both cheap to scrape:
+ * - maintained in process: relay outcomes and latencies, sweeper claims and latencies, consumer
+ *   outcomes, the age of the oldest batch a relay of this process holds claimed;
+ * - read at scrape time from PostgreSQL (src/adapters/postgres/observability-queries.ts: indexed
+ *   look-ups only, bounded by a timeout), from the database a role endpoint attached: the outbox
+ *   backlog per sink, lease ages, projector lag. When those queries fail (the database is away) the
+ *   scrape still answers: `herald_metrics_database_up` is 0 and the database series are absent.
+ * Nothing here decides anything (it observes; no invariant rests on it), and label values are bounded:
+ * sink kinds, aggregate and sweeper names, queue and consumer names, lease and projection names.
+ */
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import {
+  type LeaseAgeRow,
+  leaseAges,
+  type OutboxBacklogRow,
+  type OutboxDeadRow,
+  outboxBacklog,
+  outboxDead,
+  type ProjectionLagRow,
+  projectionLag,
+} from '../adapters/postgres/observability-queries.js';
+import type { Sink } from '../outbox/types.js';
+import type { SqlClient } from '../ports/database.js';
+import type { ProjectionSource } from '../projections/projection.js';
+
+/** Claim, publish and mark latencies: milliseconds up to a few seconds (a lost broker: the confirm timeout). */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** Due → claimed: milliseconds when the scanners keep up, minutes when they were down. */
+const DUE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
+/** A scrape's database queries give up after this long (Prometheus' default scrape timeout is 10 s). */
+const SCRAPE_QUERY_TIMEOUT_MS = 3_000;
+
+/** Every sink an outbox row can name: their backlog series are 0, not absent, when nothing is pending. */
+const SINKS: readonly Sink[] = ['amqp', 'kafka'];
+
+export type ConsumerOutcome = 'processed' | 'duplicate' | 'discarded' | 'rejected' | 'retried' | 'dead';
+
+const CONSUMER_OUTCOMES: readonly ConsumerOutcome[] = [
+  'processed',
+  'duplicate',
+  'discarded',
+  'rejected',
+  'retried',
+  'dead',
+];
+
+/** One relay sink's series (label `sink`). */
+export interface RelaySinkMeters {
+  /** Rows confirmed by the broker and marked sent. */
+  published(count: number): void;
+  /** Failed publish attempts written back (a retry scheduled, or the row made dead). */
+  failed(count: number): void;
+  /** Rows made dead. */
+  dead(count: number): void;
+  /** One publish call: handed to the sink → every message of it confirmed or refused. */
+  confirmed(seconds: number): void;
+}
+
+/** One sweep's series (labels `aggregate`, `sweeper`). */
+export interface SweeperMeters {
+  /** A stream the sweep changed, by the outcome counter its definition names (claimed, expired, reclaimed, …). */
+  swept(outcome: string): void;
+  /** One sweep transaction that found work. */
+  batch(seconds: number): void;
+  /** A claimed stream's wait: the transaction's database time minus the due time its row said. */
+  dueToClaimed(seconds: number): void;
+}
+
+/** One consumer's series (labels `queue`, `consumer`). */
+export interface ConsumerMeters {
+  count(outcome: ConsumerOutcome): void;
+}
+
+/** Where the scrape-time series come from: a database and the checkpoints whose lag to report. */
+export interface DatabaseSource {
+  readonly db: SqlClient;
+  readonly checkpoints: () => readonly { name: string; projection: string; source: ProjectionSource }[];
+}
+
+interface DatabaseSample {
+  outbox: OutboxBacklogRow[];
+  dead: OutboxDeadRow[];
+  leases: LeaseAgeRow[];
+  projections: (ProjectionLagRow & { projection: string })[];
+}
+
+export class HeraldMetrics {
+  readonly registry = new Registry();
+
+  private readonly relayPublished = new Counter({
+    name: 'herald_relay_published_total',
+    help: 'Outbox rows the relay published: confirmed by the broker and marked sent.',
+    labelNames: ['sink'] as const,
+    registers: [this.registry],
+  });
+  private readonly relayFailed = new Counter({
+    name: 'herald_relay_failed_total',
+    help: 'Failed publish attempts (nack, unroutable, no broker): each schedules a retry or makes the row dead.',
+    labelNames: ['sink'] as const,
+    registers: [this.registry],
+  });
+  private readonly relayDead = new Counter({
+    name: 'herald_relay_dead_total',
+    help: 'Outbox rows made dead by their last failed attempt (maintenance re-queues them after a cooldown).',
+    labelNames: ['sink'] as const,
+    registers: [this.registry],
+  });
+  private readonly relayBatch = new Histogram({
+    name: 'herald_relay_batch_duration_seconds',
+    help: 'One relay batch from its claim to its rows marked sent or rescheduled.',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly relayConfirm = new Histogram({
+    name: 'herald_relay_confirm_duration_seconds',
+    help: "One publish call: from handing a batch to the sink to the broker's last confirm (or refusal) of it.",
+    labelNames: ['sink'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly relayClaims = new Set<() => number | null>();
+  private readonly sweeperClaims = new Counter({
+    name: 'herald_sweeper_claims_total',
+    help: 'Streams a sweep claimed or otherwise changed, by outcome (claimed, expired, reclaimed, materialized, …).',
+    labelNames: ['aggregate', 'sweeper', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  private readonly sweeperBatch = new Histogram({
+    name: 'herald_sweeper_batch_duration_seconds',
+    help: 'One sweep transaction that found work: lock the batch, decide, append, save, write the outbox.',
+    labelNames: ['aggregate', 'sweeper'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly sweeperDue = new Histogram({
+    name: 'herald_sweeper_due_to_claimed_seconds',
+    help: "From the time a stream's row said it was due to the database time of the transaction that claimed it.",
+    labelNames: ['aggregate', 'sweeper'] as const,
+    buckets: DUE_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly consumerMessages = new Counter({
+    name: 'herald_consumer_messages_total',
+    help: 'Deliveries a consumer settled, by outcome: processed, duplicate, discarded, rejected, retried, dead.',
+    labelNames: ['queue', 'consumer', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly sources: DatabaseSource[] = [];
+  private sampling: Promise<DatabaseSample | null> | undefined;
+  private processMetrics = false;
+
+  constructor() {
+    const metrics = this;
+    new Gauge({
+      name: 'herald_relay_claim_age_seconds',
+      help: 'Age of the oldest batch a relay of this process holds claimed and not yet marked, 0 when none (its rows are leased for HERALD_RELAY_LOCK_SECONDS).',
+      registers: [this.registry],
+      collect() {
+        const now = performance.now();
+        let oldest = now;
+        for (const claimedAt of metrics.relayClaims) oldest = Math.min(oldest, claimedAt() ?? now);
+        this.set((now - oldest) / 1000);
+      },
+    });
+    new Gauge({
+      name: 'herald_metrics_database_up',
+      help: "1 when this scrape's database queries answered, 0 when they failed or no database is attached (the database series are then absent).",
+      registers: [this.registry],
+      async collect() {
+        this.set((await metrics.sample()) ? 1 : 0);
+      },
+    });
+    this.databaseGauge(
+      'herald_outbox_pending',
+      'Pending outbox rows (due, in backoff, in flight, or waiting behind their ordered key).',
+      ['sink'],
+      (sample, set) => {
+        for (const sink of SINKS) set({ sink }, 0);
+        for (const row of sample.outbox) set({ sink: row.sink }, row.pending);
+      },
+    );
+    this.databaseGauge(
+      'herald_outbox_oldest_pending_age_seconds',
+      'Age of the oldest pending outbox row, by the database clock (0: none pending).',
+      ['sink'],
+      (sample, set) => {
+        for (const sink of SINKS) set({ sink }, 0);
+        for (const row of sample.outbox) set({ sink: row.sink }, row.oldestAgeSeconds);
+      },
+    );
+    this.databaseGauge(
+      'herald_outbox_dead',
+      'Dead outbox rows (their attempts ran out): maintenance re-queues them after a cooldown, for a bounded number of rounds.',
+      ['sink'],
+      (sample, set) => {
+        for (const sink of SINKS) set({ sink }, 0);
+        for (const row of sample.dead) set({ sink: row.sink }, row.dead);
+      },
+    );
+    this.databaseGauge(
+      'herald_outbox_parked_keys',
+      'Ordered keys held back by a dead row (`herald outbox parked`; requeue or skip the head).',
+      ['sink'],
+      (sample, set) => {
+        for (const sink of SINKS) set({ sink }, 0);
+        for (const row of sample.dead) set({ sink: row.sink }, row.parkedKeys);
+      },
+    );
+    this.databaseGauge(
+      'herald_lease_age_seconds',
+      'Seconds since a lease (table `lease`: one per projection, plus running rebuilds) was last renewed, by the database clock.',
+      ['lease'],
+      (sample, set) => {
+        for (const row of sample.leases) set({ lease: row.name }, row.ageSeconds);
+      },
+    );
+    this.databaseGauge(
+      'herald_lease_held',
+      '1 while a lease is unexpired (a replica holds it), else 0.',
+      ['lease'],
+      (sample, set) => {
+        for (const row of sample.leases) set({ lease: row.name }, row.held ? 1 : 0);
+      },
+    );
+    this.databaseGauge(
+      'herald_projector_lag_seconds',
+      'Age of the oldest event (or publish receipt) a projection has not applied yet; 0 when caught up.',
+      ['projection', 'source'],
+      (sample, set) => {
+        for (const row of sample.projections) {
+          if (row.present) set({ projection: row.projection, source: row.source }, row.lagSeconds);
+        }
+      },
+    );
+  }
+
+  /** Node.js process series (CPU, memory, event-loop lag, GC): enabled by the first endpoint, once. */
+  enableProcessMetrics(): void {
+    if (this.processMetrics) return;
+    this.processMetrics = true;
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** The text exposition of every series, for `/metrics`. */
+  async exposition(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  relaySink(sink: string): RelaySinkMeters {
+    const published = this.relayPublished.labels(sink);
+    const failed = this.relayFailed.labels(sink);
+    const dead = this.relayDead.labels(sink);
+    const confirm = this.relayConfirm.labels(sink);
+    published.inc(0);
+    failed.inc(0);
+    dead.inc(0);
+    this.relayConfirm.zero({ sink });
+    return {
+      published: (count) => {
+        if (count > 0) published.inc(count);
+      },
+      failed: (count) => {
+        if (count > 0) failed.inc(count);
+      },
+      dead: (count) => {
+        if (count > 0) dead.inc(count);
+      },
+      confirmed: (seconds) => confirm.observe(seconds),
+    };
+  }
+
+  relayBatchDone(seconds: number): void {
+    this.relayBatch.observe(seconds);
+  }
+
+  /**
+   * A relay reports the claim time (performance.now()) of the oldest batch it holds, or null; returns
+   * the function that stops reporting (the relay stopped).
+   */
+  trackRelayClaims(oldestClaimAt: () => number | null): () => void {
+    this.relayClaims.add(oldestClaimAt);
+    return () => this.relayClaims.delete(oldestClaimAt);
+  }
+
+  sweeper(aggregate: string, sweeper: string): SweeperMeters {
+    const batch = this.sweeperBatch.labels(aggregate, sweeper);
+    const due = this.sweeperDue.labels(aggregate, sweeper);
+    this.sweeperBatch.zero({ aggregate, sweeper });
+    this.sweeperDue.zero({ aggregate, sweeper });
+    const outcomes = new Map<string, Counter.Internal>();
+    return {
+      swept: (outcome) => {
+        let counter = outcomes.get(outcome);
+        if (!counter) {
+          counter = this.sweeperClaims.labels(aggregate, sweeper, outcome);
+          outcomes.set(outcome, counter);
+        }
+        counter.inc();
+      },
+      batch: (seconds) => batch.observe(seconds),
+      dueToClaimed: (seconds) => due.observe(seconds),
+    };
+  }
+
+  consumer(queue: string, consumer: string): ConsumerMeters {
+    const counters = new Map(
+      CONSUMER_OUTCOMES.map((outcome) => {
+        const counter = this.consumerMessages.labels(queue, consumer, outcome);
+        counter.inc(0);
+        return [outcome, counter] as const;
+      }),
+    );
+    return { count: (outcome) => counters.get(outcome)!.inc() };
+  }
+
+  /**
+   * Scrape-time series are read from `source` (the most recently attached one, when several are);
+   * returns the function that detaches it.
+   */
+  observeDatabase(source: DatabaseSource): () => void {
+    this.sources.push(source);
+    return () => {
+      const index = this.sources.lastIndexOf(source);
+      if (index >= 0) this.sources.splice(index, 1);
+    };
+  }
+
+  private databaseGauge<L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    fill: (sample: DatabaseSample, set: (labels: Record<L, string>, value: number) => void) => void,
+  ): void {
+    const metrics = this;
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        const sample = await metrics.sample();
+        if (sample) fill(sample, (labels, value) => this.set(labels, value));
+      },
+    });
+  }
+
+  /** One database read per scrape, shared by every database gauge (their collects start together). */
+  private sample(): Promise<DatabaseSample | null> {
+    const source = this.sources.at(-1);
+    if (!source) return Promise.resolve(null);
+    this.sampling ??= readSample(source).finally(() => {
+      this.sampling = undefined;
+    });
+    return this.sampling;
+  }
+}
+
+async function readSample(source: DatabaseSource): Promise<DatabaseSample | null> {
+  const checkpoints = source.checkpoints();
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`no answer within ${SCRAPE_QUERY_TIMEOUT_MS} ms`)),
+      SCRAPE_QUERY_TIMEOUT_MS,
+    );
+  });
+  try {
+    const [outbox, dead, leases, lag] = await Promise.race([
+      Promise.all([
+        outboxBacklog(source.db),
+        outboxDead(source.db),
+        leaseAges(source.db),
+        projectionLag(source.db, checkpoints),
+      ]),
+      timeout,
+    ]);
+    const projectionOf = new Map(checkpoints.map((c) => [c.name, c.projection]));
+    return {
+      outbox,
+      dead,
+      leases,
+      projections: lag.map((row) => ({ ...row, projection: projectionOf.get(row.name) ?? row.name })),
+    };
+  } catch {
+    return null;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The process's registry: every role, the relay, the sweepers, the consumers and the API record here. */
+export const heraldMetrics = new HeraldMetrics();

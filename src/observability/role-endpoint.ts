@@ -1,0 +1,199 @@
+/**
+ * The HTTP endpoint of the long-running roles (scanner, relay, worker, projector, tick, maintenance):
+ * `/metrics` (Prometheus text format, the process's `heraldMetrics` registry), `/healthz` (the process
+ * answers: 200) and `/readyz` (checkReadiness: 200 or 503 with the checks, naming the failing ones).
+ * Fastify 5, like the HTTP API, which mounts the same routes (`healthRoutes`) on its own server.
+ *
+ * One endpoint per process and address: `runRole` acquires it for each role it starts and releases it
+ * when the role has stopped, so `herald all` (or a test running several roles) serves every role from
+ * one server on HERALD_METRICS_HOST:HERALD_METRICS_PORT, with every role's readiness probes; the last
+ * role to stop closes it (in-flight requests finish; idle keep-alive connections are closed). Port 0
+ * takes any free port (tests; the URL is on `runtime.endpoint` and in the log). A port already in use
+ * stops the role with a ConfigError naming HERALD_METRICS_PORT. The endpoint reads the database through
+ * a pool of its own (two connections), so a role's busy pool never delays a probe or a scrape.
+ */
+import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
+import { createDatabase } from '../adapters/postgres/database.js';
+import type { HeraldConfig } from '../config.js';
+import { ConfigError } from '../errors.js';
+import type { AggregateRegistry } from '../eventstore/registry.js';
+import type { Logger } from '../logger.js';
+import type { Database } from '../ports/database.js';
+import { type HeraldMetrics, heraldMetrics } from './metrics.js';
+import {
+  leaseRequirements,
+  processReadiness,
+  type ReadinessProbes,
+  type ReadinessReport,
+} from './readiness.js';
+
+export interface HealthRoutesOptions {
+  /** Default: the process's registry. */
+  readonly metrics?: HeraldMetrics;
+  readonly readiness: () => Promise<ReadinessReport>;
+}
+
+/** `/metrics`, `/healthz`, `/readyz` as a Fastify plugin (the role endpoint's, and the API's). */
+export const healthRoutes: FastifyPluginAsync<HealthRoutesOptions> = async (app, options) => {
+  const metrics = options.metrics ?? heraldMetrics;
+  app.get('/healthz', async () => ({ status: 'up' }));
+  app.get('/readyz', async (_request, reply) => {
+    const report = await options.readiness();
+    return reply.code(report.ok ? 200 : 503).send(report);
+  });
+  app.get('/metrics', async (_request, reply) => {
+    const { contentType, body } = await metrics.exposition();
+    return reply.type(contentType).send(body);
+  });
+};
+
+/** What one role contributes to its process's endpoint. */
+export interface RoleEndpointSource {
+  readonly role: string;
+  readonly registry: AggregateRegistry;
+  readonly probes: ReadinessProbes;
+}
+
+/** A role's hold on its process's endpoint. */
+export interface RoleEndpoint {
+  /** E.g. http://127.0.0.1:9464 (a wildcard host is shown as loopback). */
+  readonly url: string;
+  /** The role stopped; the last release closes the endpoint. */
+  release(): Promise<void>;
+}
+
+class SharedEndpoint {
+  private readonly sources = new Set<RoleEndpointSource>();
+  private detachMetrics: (() => void) | undefined;
+  readonly readiness: () => Promise<ReadinessReport>;
+  url = '';
+
+  private constructor(
+    config: HeraldConfig,
+    private readonly db: Database,
+    readonly app: FastifyInstance,
+  ) {
+    this.readiness = processReadiness(config.observability, {
+      db,
+      registries: () => this.registries(),
+      probes: () => [...this.sources].flatMap((s) => s.probes.list()),
+    });
+  }
+
+  static async start(config: HeraldConfig, logger: Logger): Promise<SharedEndpoint> {
+    const { host, port } = config.observability;
+    const db = createDatabase({
+      url: config.databaseUrl,
+      schema: config.schema,
+      poolSize: 2,
+      applicationName: 'herald-metrics',
+    });
+    const app = Fastify({ logger: false });
+    const endpoint = new SharedEndpoint(config, db, app);
+    await app.register(healthRoutes, { readiness: () => endpoint.readiness() });
+    try {
+      await app.listen({ host, port });
+    } catch (error) {
+      await app.close().catch(() => {});
+      await db.close();
+      if ((error as { code?: unknown }).code === 'EADDRINUSE') {
+        throw new ConfigError(
+          'HERALD_METRICS_PORT',
+          `port ${port} on ${host} is already in use: give each process on this host its own port (0: any free port)`,
+        );
+      }
+      throw error;
+    }
+    const address = app.server.address();
+    const bound = typeof address === 'object' && address ? address.port : port;
+    const shown = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host;
+    endpoint.url = `http://${shown}:${bound}`;
+    heraldMetrics.enableProcessMetrics();
+    endpoint.detachMetrics = heraldMetrics.observeDatabase({
+      db,
+      checkpoints: () => leaseRequirements(endpoint.registries()).checkpoints,
+    });
+    logger.info(
+      { url: endpoint.url, host, port: bound },
+      'metrics and health endpoint listening (/metrics, /healthz, /readyz)',
+    );
+    return endpoint;
+  }
+
+  attach(source: RoleEndpointSource): void {
+    this.sources.add(source);
+  }
+
+  detach(source: RoleEndpointSource): void {
+    this.sources.delete(source);
+  }
+
+  async close(): Promise<void> {
+    this.detachMetrics?.();
+    await this.app.close();
+    await this.db.close();
+  }
+
+  private registries(): AggregateRegistry[] {
+    return [...new Set([...this.sources].map((s) => s.registry))];
+  }
+}
+
+interface Entry {
+  refs: number;
+  ready: Promise<SharedEndpoint>;
+}
+
+/** Endpoints of this process by address and database; and the close of the last one per key. */
+const endpoints = new Map<string, Entry>();
+const closing = new Map<string, Promise<void>>();
+
+/**
+ * Starts this process's endpoint for `config` (or joins the running one) and adds the role's probes
+ * to its readiness. Rejects when the port cannot be bound.
+ */
+export async function acquireRoleEndpoint(
+  config: HeraldConfig,
+  logger: Logger,
+  source: RoleEndpointSource,
+): Promise<RoleEndpoint> {
+  const { host, port } = config.observability;
+  const key = `${host}|${port}|${config.databaseUrl}|${config.schema}`;
+  let entry = endpoints.get(key);
+  if (!entry) {
+    const previous = closing.get(key) ?? Promise.resolve();
+    const created: Entry = { refs: 0, ready: previous.then(() => SharedEndpoint.start(config, logger)) };
+    created.ready.catch(() => {
+      if (endpoints.get(key) === created) endpoints.delete(key);
+    });
+    endpoints.set(key, created);
+    entry = created;
+  }
+  const held = entry;
+  held.refs++;
+  let shared: SharedEndpoint;
+  try {
+    shared = await held.ready;
+  } catch (error) {
+    held.refs--;
+    throw error;
+  }
+  shared.attach(source);
+  let released = false;
+  return {
+    url: shared.url,
+    async release() {
+      if (released) return;
+      released = true;
+      shared.detach(source);
+      held.refs--;
+      if (held.refs > 0) return;
+      if (endpoints.get(key) === held) endpoints.delete(key);
+      const closed = shared.close().finally(() => {
+        if (closing.get(key) === closed) closing.delete(key);
+      });
+      closing.set(key, closed);
+      await closed;
+    },
+  };
+}
