@@ -1,0 +1,82 @@
+/**
+ * Idempotency-Key queries (the HTTP API, ADR 0012), run inside the transaction of the command the key
+ * guards (invariant 1: the key's row commits with the command's events and outbox rows, or neither
+ * does, so a retry can never enqueue twice).
+ *
+ * RESERVE takes a transaction-scoped advisory lock on (scope, key) without waiting: a request whose key
+ * another transaction holds right now is in flight (the API answers 409 with Retry-After) instead of
+ * queueing behind it. Holding the lock, it inserts the key's row; a row already there and not expired
+ * wins (the caller replays it, or refuses a different request), an expired one is taken over. While the
+ * lock is held no other transaction can have an uncommitted row for the key, so the insert never waits.
+ * The primary key (scope, key) makes a second row impossible even without the lock. Expiry is judged
+ * on the database clock (invariant 6); the maintenance service deletes expired rows.
+ */
+import type { SqlClient } from '../../ports/database.js';
+
+/** 64-bit lock key from (scope, key); the second argument seeds hashtextextended apart from other locks. */
+const LOCK_KEY = `hashtextextended($1 || chr(31) || $2, 12)`;
+
+export const RESERVE_IDEMPOTENCY_KEY = `
+  with lock as (select pg_try_advisory_xact_lock(${LOCK_KEY}) as held),
+  reserved as (
+    insert into idempotency_key as k (scope, key, request_hash, state, expires_at)
+    select $1, $2, $3, 'in_progress', now() + make_interval(secs => $4 / 1000.0)
+      from lock where lock.held
+    on conflict (scope, key) do update
+       set request_hash = excluded.request_hash, state = 'in_progress', response = null,
+           created_at = now(), expires_at = excluded.expires_at
+     where k.expires_at <= now()
+    returning 1
+  )
+  select (select held from lock) as held, exists (select 1 from reserved) as reserved`;
+
+export const SELECT_IDEMPOTENCY_KEY = `
+  select request_hash, state, response from idempotency_key
+   where scope = $1 and key = $2 and expires_at > now()`;
+
+export const COMPLETE_IDEMPOTENCY_KEY = `
+  update idempotency_key set state = 'completed', response = $3::jsonb
+   where scope = $1 and key = $2 and state = 'in_progress'`;
+
+export type Reservation =
+  | { kind: 'reserved' }
+  | { kind: 'in-flight' }
+  | { kind: 'existing'; requestHash: string; state: 'in_progress' | 'completed'; response: unknown };
+
+/** Reserves the key for this transaction, or says why not (in flight elsewhere, or already used). */
+export async function reserveIdempotencyKey(
+  tx: SqlClient,
+  params: { scope: string; key: string; requestHash: string; ttlMs: number },
+): Promise<Reservation> {
+  const { rows } = await tx.query<{ held: boolean; reserved: boolean }>(RESERVE_IDEMPOTENCY_KEY, [
+    params.scope,
+    params.key,
+    params.requestHash,
+    params.ttlMs,
+  ]);
+  const { held, reserved } = rows[0]!;
+  if (!held) return { kind: 'in-flight' };
+  if (reserved) return { kind: 'reserved' };
+  const existing = await tx.query<{
+    request_hash: string;
+    state: 'in_progress' | 'completed';
+    response: unknown;
+  }>(SELECT_IDEMPOTENCY_KEY, [params.scope, params.key]);
+  const row = existing.rows[0];
+  // Expired between the two statements: nothing to replay, and the lock is ours; reserve it again.
+  if (!row) return reserveIdempotencyKey(tx, params);
+  return { kind: 'existing', requestHash: row.request_hash, state: row.state, response: row.response };
+}
+
+/** Stores the response of the request that reserved the key (same transaction as its command). */
+export async function completeIdempotencyKey(
+  tx: SqlClient,
+  params: { scope: string; key: string; response: unknown },
+): Promise<void> {
+  const { rowCount } = await tx.query(COMPLETE_IDEMPOTENCY_KEY, [
+    params.scope,
+    params.key,
+    JSON.stringify(params.response),
+  ]);
+  if (rowCount !== 1) throw new Error(`idempotency key ${params.key} was not reserved by this transaction`);
+}

@@ -1,0 +1,94 @@
+/**
+ * What every route shares: the caller (set by the authentication hook), the command runner bound to
+ * the request (actor, correlation id = request id, Idempotency-Key, replay header), and the tenancy
+ * look-ups — a resource of another organization is reported exactly like one that does not exist
+ * (404), so a key never learns that another organization's id exists.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ExistingCampaign } from '../domain/campaign.js';
+import type { ExistingCronJob } from '../domain/cron-job.js';
+import type { ExistingJobRun } from '../domain/job-run.js';
+import type { ExistingAction } from '../domain/scheduled-action.js';
+import { HeraldError, NotFoundError } from '../errors.js';
+import type { EventMeta } from '../eventstore/types.js';
+import type { SqlClient } from '../ports/database.js';
+import type { Permission, Principal } from './auth.js';
+import { type ApiResponse, RequestCommands, type Services } from './commands.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal?: Principal;
+    /** Body, params and query as received (before validation): the Idempotency-Key fingerprint. */
+    receivedInput?: unknown;
+  }
+  interface FastifyContextConfig {
+    /** What the route needs of the caller's role; default: `read` for GET, `command` otherwise. */
+    permission?: Permission;
+    /** Served without an API key (health, metrics, the OpenAPI document). */
+    public?: boolean;
+  }
+}
+
+export const REPLAY_HEADER = 'idempotent-replayed';
+
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw new Error('route reached without authentication');
+  return request.principal;
+}
+
+/**
+ * Runs a route's commands in one transaction (with the Idempotency-Key, if given) and sends the
+ * response: the route's status and body, or the stored one with `Idempotent-Replayed: true`.
+ */
+export async function sendCommand(
+  commands: RequestCommands,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  work: (services: Services, meta: EventMeta, tx: SqlClient) => Promise<ApiResponse>,
+): Promise<FastifyReply> {
+  const outcome = await commands.run(
+    {
+      principal: principalOf(request),
+      requestId: request.id,
+      method: request.method,
+      route: request.routeOptions.url ?? request.url,
+      idempotencyKey: RequestCommands.parseKey(request.headers['idempotency-key']),
+      fingerprintOf: request.receivedInput,
+    },
+    work,
+  );
+  if (outcome.headers) void reply.headers(outcome.headers);
+  if (outcome.replayed) void reply.header(REPLAY_HEADER, 'true');
+  return reply.code(outcome.status).send(outcome.body);
+}
+
+const notFound = (what: string, id: string | number) => new NotFoundError(`${what} ${id} not found`);
+
+/** Loads with `load`; a resource that is missing or of another organization is a NotFoundError. */
+async function owned<T extends { organizationId: string }>(
+  what: string,
+  id: string,
+  principal: Principal,
+  load: () => Promise<T>,
+): Promise<T> {
+  let found: T;
+  try {
+    found = await load();
+  } catch (error) {
+    if (error instanceof HeraldError && error.code === 'NOT_FOUND') throw notFound(what, id);
+    throw error;
+  }
+  if (found.organizationId !== principal.organizationId) throw notFound(what, id);
+  return found;
+}
+
+export const ownCampaign = (s: Services, p: Principal, id: string): Promise<ExistingCampaign> =>
+  owned('campaign', id, p, () => s.campaigns.get(id));
+export const ownAction = (s: Services, p: Principal, id: string): Promise<ExistingAction> =>
+  owned('scheduled action', id, p, () => s.actions.get(id));
+export const ownJob = (s: Services, p: Principal, id: string): Promise<ExistingCronJob> =>
+  owned('cron job', id, p, () => s.cron.get(id));
+export const ownRun = (s: Services, p: Principal, id: string): Promise<ExistingJobRun> =>
+  owned('job run', id, p, () => s.cron.run(id));
+
+export { notFound };

@@ -1,0 +1,277 @@
+/**
+ * `/v1/campaigns`: one route per operation of the campaign library (src/aggregates/campaign/service.ts)
+ * — create (and schedule, given a startAt, in the same transaction), activate, schedule, send now,
+ * pause, resume, reschedule, cancel, delete, get, the organization's list (keyset-paginated), and the
+ * history (the replay with each command's causal chain). Bodies are built from the campaign commands'
+ * own field schemas; the domain's cross-field rules answer 422 naming the field, a command the status
+ * forbids 409 with the current status. Creation is a union on `channel` ('line' today): another
+ * channel adds its body to CREATE_BODIES and its case to `createCampaign`.
+ */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { listOrganizationCampaigns } from '../../adapters/postgres/campaign-queries.js';
+import { campaignCommandSchema } from '../../domain/campaign/commands.js';
+import { CAMPAIGN_CHANNELS, CAMPAIGN_STATUSES } from '../../domain/campaign/status.js';
+import type { EventMeta } from '../../eventstore/types.js';
+import { replayStream } from '../../projections/replay.js';
+import type { Principal } from '../auth.js';
+import type { Services } from '../commands.js';
+import { ownCampaign, principalOf, sendCommand } from '../http.js';
+import {
+  commandSchema,
+  cursor,
+  cursorInstant,
+  cursorUuid,
+  flag,
+  limit,
+  pageOf,
+  uuidParams,
+} from '../schemas.js';
+import { campaignView, page, plainJson, replayView, view } from '../views.js';
+import {
+  commandOn,
+  commandProblems,
+  IDEMPOTENCY_HEADER_DOC,
+  idempotencyHeaders,
+  type RouteDeps,
+  readProblems,
+} from './common.js';
+import { createSmsCampaign, smsCampaignBody } from './sms-campaigns.js';
+
+const create = commandSchema(campaignCommandSchema.options, 'CreateCampaign').shape;
+const schedule = commandSchema(campaignCommandSchema.options, 'ScheduleCampaign').shape;
+const cancel = commandSchema(campaignCommandSchema.options, 'CancelCampaign').shape;
+
+const lineCampaignBody = z
+  .strictObject({
+    channel: z.literal('line'),
+    name: create.name,
+    castType: create.castType,
+    audienceId: create.audienceId,
+    lineOaId: create.lineOaId,
+    idempotencyKey: create.idempotencyKey.describe(
+      "the organization's own unique key for this campaign (seed 003); distinct from the Idempotency-Key header",
+    ),
+    startAt: create.startAt.describe('given: the campaign is scheduled at this time in the same transaction'),
+    dispatchDeadline: create.dispatchDeadline,
+  })
+  .meta({ id: 'NewLineCampaign' });
+
+/**
+ * One body per channel; the union's discriminator is `channel`. An `sms` body is created by the SMS
+ * campaign service (sms-campaigns.ts: its own transactions around an external charge), not in the
+ * request's transaction.
+ */
+const CREATE_BODIES = [lineCampaignBody, smsCampaignBody] as const;
+const createBody = z.discriminatedUnion('channel', CREATE_BODIES);
+type CreateBody = z.output<typeof createBody>;
+
+async function createCampaign(s: Services, principal: Principal, body: CreateBody, meta: EventMeta) {
+  switch (body.channel) {
+    case 'line': {
+      const { startAt, dispatchDeadline, ...fields } = body;
+      const created = await s.campaigns.create(
+        {
+          ...fields,
+          mode: 'draft',
+          organizationId: principal.organizationId,
+          startAt: startAt ?? null,
+          dispatchDeadline: dispatchDeadline ?? null,
+        },
+        meta,
+      );
+      if (startAt == null) return created;
+      return s.campaigns.schedule(created.campaignId, startAt, dispatchDeadline ?? null, meta);
+    }
+    case 'sms':
+      throw new Error('an sms campaign is created by createSmsCampaign, outside the request transaction');
+  }
+}
+
+const scheduleBody = z.strictObject({
+  startAt: schedule.startAt,
+  dispatchDeadline: schedule.dispatchDeadline,
+});
+const cancelBody = z.strictObject({ reason: cancel.reason }).nullish();
+
+const listQuery = z.strictObject({
+  status: z.enum(CAMPAIGN_STATUSES).optional(),
+  channel: z.enum(CAMPAIGN_CHANNELS).optional(),
+  includeDeleted: flag.default(false),
+  limit,
+  cursor: cursor(z.tuple([cursorInstant, cursorUuid])).optional(),
+});
+
+const campaignPage = page(campaignView, 'CampaignPage');
+const campaignResponse = (status: 200 | 201) => ({ [status]: campaignView, ...commandProblems });
+
+export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { commands, registry }) => {
+  const readers = commands.readers;
+
+  app.post(
+    '/campaigns',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary:
+          'Create a campaign (and schedule it, given startAt); an SMS campaign with its recipients, charged',
+        description: `${IDEMPOTENCY_HEADER_DOC} SMS (\`channel: "sms"\`, seed 003): 1–5,000 recipients, validated, priced and charged once; 201 with the QUEUED or SCHEDULED campaign; 402 when the balance does not cover it, 502 when billing is unreachable, 409 with \`Retry-After: 2\` while the same Idempotency-Key is in progress.`,
+        headers: idempotencyHeaders,
+        body: createBody,
+        response: campaignResponse(201),
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const body = request.body;
+      if (body.channel === 'sms') return createSmsCampaign(readers.sms, request, reply, body);
+      return sendCommand(commands, request, reply, async (s, meta) => {
+        const campaign = await createCampaign(s, principal, body, meta);
+        return {
+          status: 201,
+          body: campaign,
+          headers: { location: `/v1/campaigns/${campaign.campaignId}` },
+        };
+      });
+    },
+  );
+
+  app.get(
+    '/campaigns',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary: "List the organization's campaigns, newest first",
+        querystring: listQuery,
+        response: { 200: campaignPage, ...readProblems },
+      },
+    },
+    async (request) => {
+      const { organizationId } = principalOf(request);
+      const q = request.query;
+      const rows = await listOrganizationCampaigns(readers.db, {
+        organizationId,
+        ...(q.status ? { status: q.status } : {}),
+        ...(q.channel ? { channel: q.channel } : {}),
+        includeDeleted: q.includeDeleted,
+        before: q.cursor ? { createdAt: q.cursor[0], id: q.cursor[1] } : null,
+        limit: q.limit + 1,
+      });
+      return view(
+        campaignPage,
+        pageOf(rows, q.limit, (last) => [last.createdAt, last.campaignId]),
+      );
+    },
+  );
+
+  app.get(
+    '/campaigns/:id',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary: 'Get a campaign',
+        params: uuidParams,
+        response: { 200: campaignView, ...readProblems },
+      },
+    },
+    async (request) =>
+      view(campaignView, await ownCampaign(readers, principalOf(request), request.params.id)),
+  );
+
+  app.get(
+    '/campaigns/:id/history',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary:
+          "A campaign's events, each command's causal chain (messages, receipts, consumers) and its state",
+        params: uuidParams,
+        response: { 200: replayView, ...readProblems },
+      },
+    },
+    async (request) => {
+      const campaign = await ownCampaign(readers, principalOf(request), request.params.id);
+      const replay = await replayStream(readers.db, registry, {
+        streamType: 'campaign',
+        streamId: campaign.campaignId,
+      });
+      return view(replayView, plainJson(replay));
+    },
+  );
+
+  const command = <Body>(
+    path: string,
+    summary: string,
+    body: z.ZodType | undefined,
+    run: (s: Services, id: string, body: Body, meta: EventMeta) => Promise<unknown>,
+  ) =>
+    app.post(
+      `/campaigns/:id/${path}`,
+      {
+        schema: {
+          tags: ['campaigns'],
+          summary,
+          description: IDEMPOTENCY_HEADER_DOC,
+          headers: idempotencyHeaders,
+          params: uuidParams,
+          ...(body ? { body } : {}),
+          response: campaignResponse(200),
+        },
+      },
+      commandOn(commands, ownCampaign, run),
+    );
+
+  command(
+    'activate',
+    'Activate a draft: QUEUED, or SCHEDULED at its startAt',
+    undefined,
+    (s, id, _b: unknown, meta) => s.campaigns.activate(id, meta),
+  );
+  command(
+    'schedule',
+    'Schedule a draft at startAt',
+    scheduleBody,
+    (s, id, b: z.output<typeof scheduleBody>, meta) =>
+      s.campaigns.schedule(id, b.startAt, b.dispatchDeadline, meta),
+  );
+  command(
+    'send-now',
+    'Dispatch now (QUEUED or SCHEDULED → DISPATCHING)',
+    undefined,
+    (s, id, _b: unknown, meta) => s.campaigns.sendNow(id, meta),
+  );
+  command('pause', 'Pause (SCHEDULED, QUEUED or DISPATCHING)', undefined, (s, id, _b: unknown, meta) =>
+    s.campaigns.pause(id, meta),
+  );
+  command('resume', 'Resume a paused campaign', undefined, (s, id, _b: unknown, meta) =>
+    s.campaigns.resume(id, meta),
+  );
+  command(
+    'reschedule',
+    'Move the start time of a scheduled (or paused-from-scheduled) campaign',
+    scheduleBody,
+    (s, id, b: z.output<typeof scheduleBody>, meta) =>
+      s.campaigns.reschedule(id, b.startAt, b.dispatchDeadline, meta),
+  );
+  command(
+    'cancel',
+    'Cancel (QUEUED, SCHEDULED or PAUSED → CANCELLING → CANCELLED)',
+    cancelBody,
+    (s, id, b: z.output<typeof cancelBody>, meta) => s.campaigns.cancel(id, b?.reason, meta),
+  );
+
+  app.delete(
+    '/campaigns/:id',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary: 'Delete a campaign (soft: it keeps its status and history, and is never dispatched)',
+        description: IDEMPOTENCY_HEADER_DOC,
+        headers: idempotencyHeaders,
+        params: uuidParams,
+        response: campaignResponse(200),
+      },
+    },
+    commandOn(commands, ownCampaign, (s, id, _b, meta) => s.campaigns.delete(id, meta)),
+  );
+};

@@ -1,0 +1,83 @@
+/**
+ * Pieces every route module uses: the dependencies routes are registered with, and the documented
+ * error responses (RFC 9457 problem documents, `application/problem+json`).
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { HeraldConfig } from '../../config.js';
+import type { AggregateRegistry } from '../../eventstore/registry.js';
+import type { EventMeta } from '../../eventstore/types.js';
+import type { Logger } from '../../logger.js';
+import type { Principal } from '../auth.js';
+import type { RequestCommands, Services } from '../commands.js';
+import { principalOf, sendCommand } from '../http.js';
+import { PROBLEM_CONTENT_TYPE, problemSchema } from '../problem.js';
+
+export interface RouteDeps {
+  commands: RequestCommands;
+  registry: AggregateRegistry;
+  config: HeraldConfig;
+  logger: Logger;
+}
+
+const DESCRIPTIONS: Record<number, string> = {
+  400: 'the request is malformed: field errors in `errors`',
+  401: 'no valid API key',
+  403: "the key's role does not allow this",
+  404: 'no such resource in your organization',
+  409: 'not allowed in the current status (`currentStatus`), a concurrent change, or the Idempotency-Key is in flight (Retry-After)',
+  413: 'the body is too large',
+  415: 'the body is not application/json',
+  422: 'the request breaks a domain rule (field errors in `errors`), or the Idempotency-Key was used for another request',
+  500: 'an internal fault (logged with the request id)',
+  503: 'a dependency (the database) is unavailable; retry later',
+};
+
+const problemResponse = (status: number) => ({
+  description: DESCRIPTIONS[status] ?? 'a problem',
+  content: { [PROBLEM_CONTENT_TYPE]: { schema: problemSchema } },
+});
+
+const problemsFor = (statuses: readonly number[]) =>
+  Object.fromEntries(statuses.map((status) => [status, problemResponse(status)]));
+
+/** Error responses of a read. */
+export const readProblems = problemsFor([400, 401, 403, 404, 500, 503]);
+/** Error responses of a command (body, state, Idempotency-Key). */
+export const commandProblems = problemsFor([400, 401, 403, 404, 409, 413, 415, 422, 500, 503]);
+
+/** The Idempotency-Key header, documented on every command. */
+export const IDEMPOTENCY_HEADER_DOC =
+  'Optional `Idempotency-Key` header (1–255 printable ASCII characters): a retry with the same key and request replays the first response with `Idempotent-Replayed: true`; keys expire after HERALD_IDEMPOTENCY_TTL_HOURS (24 h).';
+
+/**
+ * The Idempotency-Key header as a schema (documented in OpenAPI, validated before the handler); a
+ * loose object, so every other header passes through untouched.
+ */
+export const idempotencyHeaders = z.looseObject({
+  'idempotency-key': z
+    .string()
+    .regex(/^[\x21-\x7e]{1,255}$/, '1 to 255 printable ASCII characters')
+    .optional()
+    .describe('makes a retry of this request safe: the first response is replayed'),
+});
+
+/**
+ * A command on one resource of the caller's organization: `own` loads it (404 when it is missing or
+ * another organization's), then `run` changes it, both in the request's transaction; answers 200 with
+ * what `run` returns.
+ */
+export function commandOn<Body>(
+  commands: RequestCommands,
+  own: (s: Services, principal: Principal, id: string) => Promise<unknown>,
+  run: (s: Services, id: string, body: Body, meta: EventMeta, principal: Principal) => Promise<unknown>,
+) {
+  return (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+    const principal = principalOf(request);
+    const { id } = request.params as { id: string };
+    return sendCommand(commands, request, reply, async (s, meta) => {
+      await own(s, principal, id);
+      return { status: 200, body: await run(s, id, request.body as Body, meta, principal) };
+    });
+  };
+}

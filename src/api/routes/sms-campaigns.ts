@@ -1,0 +1,238 @@
+/**
+ * SMS campaigns over HTTP (seed 003, part 1; ADR 0014): `POST /v1/campaigns` with `channel: "sms"` (the
+ * campaign routes hand such a body to `createSmsCampaign`), `POST /v1/campaigns/preview`, and `POST
+ * /v1/campaigns/bulk` (multipart: a `meta` JSON field, then the CSV `file`). Thin: each calls the
+ * SmsCampaignService and answers its status and body. The service reserves the Idempotency-Key itself
+ * (same table, scope and fingerprint as every other command): the seed's inline create spans an external
+ * charge, so it cannot run in the request's one transaction as other commands do; a concurrent retry is
+ * 409 with `Retry-After: 2`, a refused charge 402, an unreachable billing service 502.
+ */
+import multipart from '@fastify/multipart';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { SmsCampaignService } from '../../aggregates/campaign/sms/service.js';
+import { inlineCampaignRequestSchema, SmsValidationError } from '../../domain/sms/campaign-request.js';
+import { fingerprint, RequestCommands } from '../commands.js';
+import { principalOf, REPLAY_HEADER } from '../http.js';
+import { campaignView } from '../views.js';
+import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders, type RouteDeps } from './common.js';
+
+/** The SMS variant of `POST /v1/campaigns` (seed 003's inline create, 1–5,000 recipients). */
+export const smsCampaignBody = inlineCampaignRequestSchema
+  .extend({ channel: z.literal('sms') })
+  .meta({ id: 'NewSmsCampaign' });
+export type SmsCampaignBody = z.output<typeof smsCampaignBody>;
+
+const SMS_ERRORS =
+  ' Errors: 422 naming the field and the rule (`errors[].rule`) with nothing written; 402 when the balance does not cover the total; 502 when the billing service is unreachable or its answer was lost (the charge is reversed by its key); 409 with `Retry-After: 2` while a request with the same Idempotency-Key is in progress.';
+
+const idempotencyOf = (request: FastifyRequest, organizationId: string, input: unknown) => {
+  const key = RequestCommands.parseKey(request.headers['idempotency-key']);
+  if (key === undefined) return {};
+  const route = request.routeOptions.url ?? request.url;
+  return {
+    idempotency: {
+      key,
+      scope: JSON.stringify([organizationId, request.method, route]),
+      fingerprint: fingerprint(input),
+    },
+  };
+};
+
+/** `POST /v1/campaigns` with an SMS body: 201 with the QUEUED or SCHEDULED campaign, charged once. */
+export async function createSmsCampaign(
+  sms: SmsCampaignService,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  body: SmsCampaignBody,
+): Promise<FastifyReply> {
+  const principal = principalOf(request);
+  const { channel: _channel, ...fields } = body;
+  const result = await sms.create(fields, {
+    organizationId: principal.organizationId,
+    meta: { actor: principal.actor, correlationId: request.id },
+    ...idempotencyOf(request, principal.organizationId, request.receivedInput),
+  });
+  if (result.replayed) void reply.header(REPLAY_HEADER, 'true');
+  return reply
+    .code(result.status)
+    .header('location', `/v1/campaigns/${result.body.campaignId}`)
+    .send(result.body);
+}
+
+const money = z.string().describe('BDT, four decimals');
+const previewView = z
+  .object({
+    messageType: z.enum(['PROMOTIONAL', 'TRANSACTIONAL']),
+    lang: z.enum(['bn', 'en']),
+    startAt: z.iso.datetime().nullable(),
+    recipients: z.number().int(),
+    segments: z.number().int(),
+    totalCost: money,
+    byOperator: z.array(
+      z.object({
+        operator: z.string(),
+        recipients: z.number().int(),
+        segments: z.number().int(),
+        cost: money,
+      }),
+    ),
+    messages: z.array(
+      z.object({
+        msisdn: z.string(),
+        operator: z.string(),
+        timezone: z.string(),
+        content: z.string(),
+        encoding: z.enum(['GSM7', 'UCS2']),
+        segments: z.number().int(),
+        sender: z.string(),
+        channel: z.string(),
+        rate: money,
+        cost: money,
+      }),
+    ),
+  })
+  .meta({ id: 'SmsCampaignPreview' });
+
+const uploadView = z
+  .object({
+    id: z.uuid(),
+    status: z.enum(['PENDING', 'IN_PROGRESS', 'DONE', 'FAILED']),
+    fileName: z.string().nullable(),
+    sizeBytes: z.number().int(),
+    sha256: z.string(),
+    rowsRead: z.number().int(),
+    acceptedCount: z.number().int(),
+    rejectedCount: z.number().int(),
+    rejectedByReason: z.record(z.string(), z.number().int()),
+    error: z.string().nullable(),
+    finishedAt: z.iso.datetime().nullable(),
+  })
+  .meta({ id: 'SmsCampaignUpload' });
+const bulkCreatedView = z
+  .object({ campaign: campaignView, upload: uploadView })
+  .meta({ id: 'SmsBulkCampaign' });
+
+/** Errors of @fastify/multipart and its parser (busboy) about the body itself. */
+function isMultipartError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  return (
+    (typeof code === 'string' && code.startsWith('FST_')) ||
+    /multipart|boundary|unexpected end of form/i.test(error.message)
+  );
+}
+
+export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { commands, config }) => {
+  const sms = commands.readers.sms;
+  // Only in this plugin's scope: the other routes keep refusing multipart bodies.
+  await app.register(multipart, {
+    limits: { files: 1, fields: 1, fieldSize: 64 * 1024, fileSize: config.sms.bulkMaxBytes + 1 },
+  });
+
+  app.post(
+    '/campaigns/preview',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary:
+          'Preview an SMS campaign: validate, render, route and price every recipient; nothing is written',
+        body: inlineCampaignRequestSchema.extend({ channel: z.literal('sms').optional() }),
+        response: { 200: previewView, ...commandProblems },
+      },
+      config: { permission: 'read' },
+    },
+    async (request) => {
+      const { channel: _channel, ...fields } = request.body;
+      return (await sms.preview(fields, { organizationId: principalOf(request).organizationId })).body;
+    },
+  );
+
+  app.post(
+    '/campaigns/bulk',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary: 'Create a CSV SMS campaign (multipart: `meta`, then `file`); 202 with the BUILDING campaign',
+        description:
+          'multipart/form-data with two parts, in this order: `meta` (JSON: name, messageType PROMOTIONAL, lang bn, campaignId, templateType, template, scheduleType, scheduledAt, sendWindow, fileName) and `file` (UTF-8 CSV; GENERIC: one column of MSISDNs, an optional header; PERSONALIZED: a header with msisdn and every tag). `herald worker` builds and charges it. The Idempotency-Key fingerprint covers the metadata and the file. ' +
+          IDEMPOTENCY_HEADER_DOC +
+          SMS_ERRORS,
+        consumes: ['multipart/form-data'],
+        headers: idempotencyHeaders,
+        response: { 202: bulkCreatedView, ...commandProblems },
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      if (!request.isMultipart()) {
+        throw new SmsValidationError([
+          {
+            field: '(body)',
+            rule: 'body.multipart',
+            message: 'expected multipart/form-data with meta and file',
+          },
+        ]);
+      }
+      let meta: unknown;
+      let result: Awaited<ReturnType<SmsCampaignService['createBulk']>> | undefined;
+      try {
+        for await (const part of request.parts()) {
+          if (part.type === 'field' && part.fieldname === 'meta' && result === undefined) {
+            try {
+              meta = JSON.parse(String(part.value));
+            } catch {
+              throw new SmsValidationError([
+                { field: 'meta', rule: 'meta.json', message: 'meta must be a JSON object' },
+              ]);
+            }
+          } else if (
+            part.type === 'file' &&
+            part.fieldname === 'file' &&
+            meta !== undefined &&
+            result === undefined
+          ) {
+            try {
+              result = await sms.createBulk(meta, part.file, {
+                organizationId: principal.organizationId,
+                meta: { actor: principal.actor, correlationId: request.id },
+                ...idempotencyOf(request, principal.organizationId, {
+                  body: meta,
+                  params: {},
+                  query: request.query,
+                }),
+              });
+            } finally {
+              part.file.resume(); // whatever was not read (a refused request) is discarded
+            }
+          } else if (part.type === 'file') {
+            part.file.resume();
+          }
+        }
+      } catch (error) {
+        // A malformed or oversized multipart body is the client's (no boundary, truncated, too many parts).
+        if (!isMultipartError(error)) throw error;
+        throw new SmsValidationError([
+          {
+            field: '(body)',
+            rule: 'body.multipart',
+            message: `malformed multipart body: ${(error as Error).message}`,
+          },
+        ]);
+      }
+      if (!result) {
+        throw new SmsValidationError([
+          meta === undefined
+            ? { field: 'meta', rule: 'meta.required', message: 'the meta part (JSON) must come first' }
+            : { field: 'file', rule: 'file.required', message: 'the file part (CSV) is missing' },
+        ]);
+      }
+      if (result.replayed) void reply.header(REPLAY_HEADER, 'true');
+      return reply
+        .code(202)
+        .header('location', `/v1/campaigns/${result.body.campaign.campaignId}`)
+        .send(result.body);
+    },
+  );
+};

@@ -1,0 +1,312 @@
+/**
+ * The HTTP API server (`herald api`, ADR 0012): Fastify 5 with the zod type provider, so each route's
+ * zod schemas (the domain's own field schemas and the views of src/api/views.ts) validate requests,
+ * type handlers, serialize responses and make the OpenAPI 3.1 document (`/openapi.json`, a docs page
+ * at `/docs`). Routes call the same library services a Node caller uses; nothing in the domain knows
+ * about HTTP.
+ *
+ * Per request: the request id (`x-request-id` when it is a sane token, else a new uuid) is echoed, logged
+ * with every line, and becomes the correlation id of the events its commands append. Every `/v1` route
+ * authenticates its API key first (before the body is read) and checks the key's role; the key's
+ * organization scopes every read and command (src/api/http.ts). Errors are problem documents from one
+ * table (src/api/problem.ts). `/healthz`, `/readyz` and `/metrics` (src/observability/) need no key.
+ */
+
+import { randomUUID } from 'node:crypto';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { type Span, SpanStatusCode } from '@opentelemetry/api';
+import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
+import {
+  jsonSchemaTransform,
+  jsonSchemaTransformObject,
+  serializerCompiler,
+  validatorCompiler,
+} from 'fastify-type-provider-zod';
+import type { HeraldConfig } from '../config.js';
+import { ValidationError } from '../errors.js';
+import type { AggregateRegistry } from '../eventstore/registry.js';
+import type { Logger } from '../logger.js';
+import { type HeraldMetrics, heraldMetrics } from '../observability/metrics.js';
+import type { ReadinessReport } from '../observability/readiness.js';
+import { healthRoutes } from '../observability/role-endpoint.js';
+import {
+  contextOf,
+  contextWithSpan,
+  SpanKind,
+  startSpan,
+  tracingOn,
+  withContext,
+} from '../observability/tracing.js';
+import type { Database } from '../ports/database.js';
+import type { WakeupSignal } from '../ports/wakeups.js';
+import { ApiKeyAuthenticator, type Permission, requirePermission } from './auth.js';
+import { RequestCommands } from './commands.js';
+import { httpMeters } from './http-metrics.js';
+import { PROBLEM_CONTENT_TYPE, problem, problemFor } from './problem.js';
+import { actionRoutes } from './routes/actions.js';
+import { campaignRoutes } from './routes/campaigns.js';
+import type { RouteDeps } from './routes/common.js';
+import { cronRoutes } from './routes/cron.js';
+import { operationRoutes } from './routes/operations.js';
+import { smsCampaignRoutes } from './routes/sms-campaigns.js';
+
+export interface ApiRoute {
+  method: string;
+  url: string;
+  /** False for the docs page's own routes and the document itself (hidden from the document). */
+  documented: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    heraldRoutes: readonly ApiRoute[];
+  }
+}
+
+export interface ApiServerDeps {
+  db: Database;
+  /** Wake-ups the commands owe after their commit (the runtime's coalescing notifier). */
+  wakeups: WakeupSignal;
+  config: HeraldConfig;
+  registry: AggregateRegistry;
+  logger: Logger;
+  /** `/readyz` (src/observability/readiness.ts). */
+  readiness: () => Promise<ReadinessReport>;
+  metrics?: HeraldMetrics;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function requestId(request: { headers: Record<string, string | string[] | undefined> }): string {
+  const given = request.headers['x-request-id'];
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/** Every `$ref` under `value`. */
+function refsIn(value: unknown, into: Set<string>): Set<string> {
+  if (Array.isArray(value)) for (const item of value) refsIn(item, into);
+  else if (value && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      if (key === '$ref' && typeof item === 'string') into.add(item);
+      else refsIn(item, into);
+    }
+  }
+  return into;
+}
+
+/**
+ * Drops component schemas no operation reaches. The type provider derives an input and an output
+ * component from every registered schema (`Campaign`, `CampaignInput`); a view is only ever an output
+ * and a body only an input, so half of them would otherwise be orphans in the document.
+ */
+function withoutUnusedComponents<
+  T extends { paths?: unknown; components?: { schemas?: Record<string, unknown> } },
+>(document: T): T {
+  const schemas = document.components?.schemas;
+  if (!schemas) return document;
+  const prefix = '#/components/schemas/';
+  const used = refsIn(document.paths, new Set());
+  for (const pending = [...used]; pending.length > 0; ) {
+    const name = pending.pop()!.slice(prefix.length);
+    for (const ref of refsIn(schemas[name], new Set())) {
+      if (!used.has(ref)) {
+        used.add(ref);
+        pending.push(ref);
+      }
+    }
+  }
+  const kept = Object.fromEntries(Object.entries(schemas).filter(([name]) => used.has(`${prefix}${name}`)));
+  return { ...document, components: { ...document.components, schemas: kept } };
+}
+
+const permissionOf = (request: FastifyRequest): Permission =>
+  request.routeOptions.config.permission ??
+  (request.method === 'GET' || request.method === 'HEAD' ? 'read' : 'command');
+
+/** Builds the API (routes registered, not listening). */
+export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstance> {
+  const { config, logger } = deps;
+  const metrics = deps.metrics ?? heraldMetrics;
+  const meters = httpMeters(metrics.registry);
+  const app = Fastify({
+    loggerInstance: logger.child({ component: 'api' }),
+    genReqId: requestId,
+    logController: new LogController({
+      // The request id is the correlation id of everything the request causes: one name in every log line.
+      requestIdLogLabel: 'correlationId',
+      // Probes and scrapes are not request traffic.
+      disableRequestLogging: (request) => /^\/(healthz|readyz|metrics)(\?|$)/.test(request.url),
+    }),
+    bodyLimit: config.api.bodyLimitBytes,
+    // On close: idle keep-alive connections are closed at once, busy ones after their response.
+    forceCloseConnections: 'idle',
+    return503OnClosing: true,
+    routerOptions: { maxParamLength: 512 },
+  });
+  // Every route the server serves (the OpenAPI test checks the document lists each one).
+  const routes: ApiRoute[] = [];
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      routes.push({ method, url: route.url, documented: route.schema?.hide !== true });
+    }
+  });
+  app.decorate('heraldRoutes', routes);
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  // JSON only: any other body (text/plain included) is a 415.
+  app.removeContentTypeParser('text/plain');
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Herald API',
+        version: '1',
+        description:
+          "Campaigns, scheduled actions and signals, cron jobs and runs, outbox operations, verify and dispatch statistics of one organization (the API key's). Errors are RFC 9457 problem documents. Commands accept an Idempotency-Key header.",
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'an API key: `herald api-keys create`' },
+        },
+      },
+      security: [{ apiKey: [] }],
+    },
+    transform: jsonSchemaTransform,
+    transformObject: (document) => withoutUnusedComponents(jsonSchemaTransformObject(document)),
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  const authenticator = new ApiKeyAuthenticator(deps.db, logger);
+  const commands = new RequestCommands({ db: deps.db, wakeups: deps.wakeups, config });
+  const routeDeps: RouteDeps = { commands, registry: deps.registry, config, logger };
+
+  // While tracing, each request is a server span (a child of an incoming traceparent), active for the
+  // rest of the request: the commands it issues are its children (ADR 0017).
+  const spans = new WeakMap<object, Span>();
+  app.addHook('onRequest', (request, reply, done) => {
+    void reply.header('x-request-id', request.id);
+    if (!tracingOn()) return done();
+    const incoming = request.headers.traceparent;
+    const span = startSpan(`HTTP ${request.method}`, {
+      kind: SpanKind.SERVER,
+      parent: contextOf(typeof incoming === 'string' ? incoming : undefined),
+      attributes: { 'http.request.method': request.method, 'herald.request_id': request.id },
+    })!;
+    spans.set(request, span);
+    withContext(contextWithSpan(span), done);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    meters.observe(request.method, request.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
+    const span = spans.get(request);
+    if (span) {
+      span.updateName(`HTTP ${request.method} ${request.routeOptions.url ?? 'unmatched'}`);
+      span.setAttribute('http.response.status_code', reply.statusCode);
+      if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    }
+  });
+
+  app.setErrorHandler(async (error, request, reply) => {
+    const mapped = problemFor(error, { requestId: request.id, instance: request.url.split('?')[0]! });
+    if (mapped.fault) request.log.error({ err: error, status: mapped.status }, 'request failed');
+    else
+      request.log.info(
+        { code: mapped.problem.code, status: mapped.status },
+        mapped.problem.detail ?? 'refused',
+      );
+    return reply
+      .code(mapped.status)
+      .headers(mapped.headers ?? {})
+      .type(PROBLEM_CONTENT_TYPE)
+      .send(mapped.problem);
+  });
+  app.setNotFoundHandler(async (request, reply) =>
+    reply
+      .code(404)
+      .type(PROBLEM_CONTENT_TYPE)
+      .send(
+        problem(404, `no route ${request.method} ${request.url.split('?')[0]}`, {
+          instance: request.url.split('?')[0]!,
+          requestId: request.id,
+          code: 'ROUTE_NOT_FOUND',
+        }),
+      ),
+  );
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await app.register(healthRoutes, { readiness: deps.readiness, metrics });
+
+  await app.register(
+    async (v1) => {
+      // Before the body is read: an unauthenticated or unauthorized request costs one index probe.
+      v1.addHook('onRequest', async (request) => {
+        request.principal = await authenticator.authenticate(request.headers.authorization);
+        requirePermission(request.principal, permissionOf(request));
+      });
+      // The Idempotency-Key fingerprint is over the request as received (before validation transforms it).
+      v1.addHook('preValidation', async (request) => {
+        request.receivedInput = { body: request.body ?? null, params: request.params, query: request.query };
+        // PostgreSQL stores no NUL in text or jsonb: refused here, naming the field, not a 500 later.
+        const field = nulField({ params: request.params, query: request.query, body: request.body ?? null });
+        if (field) throw new ValidationError(`${field} contains a NUL character`, { field });
+      });
+      await v1.register(campaignRoutes, routeDeps);
+      await v1.register(actionRoutes, routeDeps);
+      await v1.register(cronRoutes, routeDeps);
+      await v1.register(operationRoutes, routeDeps);
+      await v1.register(smsCampaignRoutes, routeDeps);
+    },
+    { prefix: '/v1' },
+  );
+  await app.ready();
+  return app as unknown as FastifyInstance;
+}
+
+export interface RunningApiServer {
+  app: FastifyInstance;
+  /** E.g. http://127.0.0.1:8080 (a wildcard host shown as loopback). */
+  url: string;
+  /** Stops accepting, lets in-flight requests finish (at most HERALD_API_SHUTDOWN_TIMEOUT_SECONDS), closes. */
+  close(): Promise<void>;
+}
+
+/** Builds the API and listens on HERALD_API_HOST:HERALD_API_PORT. */
+export async function startApiServer(deps: ApiServerDeps): Promise<RunningApiServer> {
+  const app = await buildApiServer(deps);
+  const { host, port } = deps.config.api;
+  await app.listen({ host, port });
+  const address = app.server.address();
+  const bound = typeof address === 'object' && address ? address.port : port;
+  const shown = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host;
+  const url = `http://${shown}:${bound}`;
+  deps.logger.info({ url, host, port: bound }, 'HTTP API listening (/v1, /openapi.json, /docs)');
+  return {
+    app,
+    url,
+    async close() {
+      const force = setTimeout(() => app.server.closeAllConnections(), deps.config.api.shutdownTimeoutMs);
+      force.unref();
+      try {
+        await app.close();
+      } finally {
+        clearTimeout(force);
+      }
+    },
+  };
+}
+
+/** The path of the first string (value or key) in `value` holding a NUL character, if any. */
+function nulField(value: unknown, path = ''): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const at = path ? (Array.isArray(value) ? `${path}[${key}]` : `${path}.${key}`) : key;
+    if (key.includes('\u0000')) return at;
+    const found = nulField(item, at);
+    if (found) return found;
+  }
+  return undefined;
+}

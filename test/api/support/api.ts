@@ -1,0 +1,185 @@
+/**
+ * The HTTP API on a test database, listening on a real loopback socket (any free port), with a runtime
+ * built as `herald api` builds its own; requests go over the socket with fetch. API keys are made the
+ * way the CLI makes them.
+ */
+import { heraldRegistry } from '../../../src/aggregates/registry.js';
+import { startApi } from '../../../src/api/api-role.js';
+import { type ApiKeyRole, createApiKey } from '../../../src/api/auth.js';
+import type { RunningApiServer } from '../../../src/api/server.js';
+import type { Logger } from '../../../src/logger.js';
+import { createRuntime, type Runtime } from '../../../src/runtime/runtime.js';
+import { testLogger } from '../../support/roles.js';
+import { createTestDatabase, type TestDatabase } from '../../support/services.js';
+import { waitFor } from '../../support/wait.js';
+
+export interface ApiReply {
+  status: number;
+  headers: Headers;
+  text: string;
+  // biome-ignore lint/suspicious/noExplicitAny: JSON bodies are asserted field by field
+  body: any;
+}
+
+export interface RequestOptions {
+  key?: string | null;
+  body?: unknown;
+  /** Sent as is (malformed JSON, other content types). */
+  raw?: string | Uint8Array;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+export interface ApiFixture {
+  t: TestDatabase;
+  runtime: Runtime;
+  server: RunningApiServer;
+  url: string;
+  key(organizationId: string, role?: ApiKeyRole): Promise<string>;
+  request(method: string, path: string, options?: RequestOptions): Promise<ApiReply>;
+  close(): Promise<void>;
+}
+
+export async function request(
+  url: string,
+  method: string,
+  path: string,
+  options: RequestOptions = {},
+): Promise<ApiReply> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.key) headers.authorization = `Bearer ${options.key}`;
+  let body: string | Uint8Array | undefined;
+  if (options.raw !== undefined) {
+    body = options.raw;
+    if (options.contentType) headers['content-type'] = options.contentType;
+  } else if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers['content-type'] = options.contentType ?? 'application/json';
+  }
+  const response = await fetch(`${url}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const text = await response.text();
+  let parsed: unknown = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = null;
+  }
+  return { status: response.status, headers: response.headers, text, body: parsed };
+}
+
+export async function startTestApi(
+  overrides: Record<string, string> = {},
+  options: { logger?: Logger } = {},
+): Promise<ApiFixture> {
+  const t = await createTestDatabase();
+  const config = t.config({ HERALD_API_PORT: '0', HERALD_API_HOST: '127.0.0.1', ...overrides });
+  const runtime = createRuntime(config, options.logger ?? testLogger(), {
+    registry: heraldRegistry,
+    applicationName: 'herald-api-test',
+  });
+  const server = await startApi(runtime);
+  return {
+    t,
+    runtime,
+    server,
+    url: server.url,
+    async key(organizationId, role = 'operator') {
+      return (await createApiKey(t.db, { organizationId, role, createdBy: 'test' })).key;
+    },
+    request: (method, path, options) => request(server.url, method, path, options),
+    async close() {
+      await server.close();
+      await runtime.close();
+      await t.drop();
+    },
+  };
+}
+
+/** An ISO time `seconds` after the database's now (schedules are judged on the database clock). */
+export async function dbTime(t: TestDatabase, seconds: number): Promise<string> {
+  const { rows } = await t.db.query<{ at: Date }>('select now() + make_interval(secs => $1) as at', [
+    seconds,
+  ]);
+  return rows[0]!.at.toISOString();
+}
+
+export const lineCampaignBody = (overrides: Record<string, unknown> = {}) => ({
+  channel: 'line',
+  name: 'spring sale',
+  castType: 'broadcast',
+  lineOaId: 'oa-1',
+  ...overrides,
+});
+
+/** A problem document (RFC 9457) with this status, naming `field` among its field errors when given. */
+export function expectProblem(reply: ApiReply, status: number, field?: string): void {
+  if (reply.status !== status) throw new Error(`expected ${status}, got ${reply.status}: ${reply.text}`);
+  const type = reply.headers.get('content-type') ?? '';
+  if (!type.startsWith('application/problem+json'))
+    throw new Error(`not a problem document (${type}): ${reply.text}`);
+  if (
+    reply.body?.status !== status ||
+    typeof reply.body?.title !== 'string' ||
+    typeof reply.body?.type !== 'string'
+  ) {
+    throw new Error(`malformed problem: ${reply.text}`);
+  }
+  if (field !== undefined) {
+    const fields = (reply.body.errors ?? []).map((e: { field: string }) => e.field);
+    if (!fields.includes(field))
+      throw new Error(`expected a field error on ${field}, got ${JSON.stringify(fields)}`);
+  }
+}
+
+/** 409 for a command the resource's status does not allow, naming that status. */
+export function expectIllegal(reply: ApiReply, currentStatus: string): void {
+  expectProblem(reply, 409);
+  if (reply.body.currentStatus !== currentStatus) {
+    throw new Error(`expected currentStatus ${currentStatus}: ${reply.text}`);
+  }
+}
+
+/**
+ * Another writer holding a row lock (`select … for update` in a transaction of its own) until
+ * `release()`: a command on that row waits on it, in flight, meanwhile. Resolves once the lock is held.
+ */
+export async function holdRowLock(
+  t: TestDatabase,
+  table: 'campaign',
+  id: string,
+): Promise<{ release: () => Promise<void> }> {
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let held: () => void = () => {};
+  const locked = new Promise<void>((resolve) => {
+    held = resolve;
+  });
+  const holder = t.db.transaction(async (tx) => {
+    await tx.query(`select 1 from ${table} where id = $1 for update`, [id]);
+    held();
+    await released;
+  });
+  await Promise.race([locked, holder]);
+  return {
+    async release() {
+      release();
+      await holder;
+    },
+  };
+}
+
+/** Resolves once a connection of `applicationName` waits on a lock (a request is in flight, blocked). */
+export function waitForLockWait(t: TestDatabase, applicationName: string): Promise<true> {
+  return waitFor(
+    async () =>
+      (
+        await t.db.query<{ n: number }>(
+          "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and application_name = $1",
+          [applicationName],
+        )
+      ).rows[0]!.n > 0,
+    { what: `a ${applicationName} connection to wait on a lock` },
+  );
+}
