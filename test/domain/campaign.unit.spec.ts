@@ -205,6 +205,22 @@ function sample(type: CampaignCommandType, state: CampaignState): CampaignComman
     case 'ResendFailed':
     case 'DeleteCampaign':
       return { type, ...base, now: at(300) };
+    case 'StartBuild':
+      return { type, ...base, now: at(20), staleAfterMs: STALE_AFTER_MS };
+    case 'AddRecipients':
+      return { type, ...base, now: at(5), recipients: 2, segments: 2, cost: '0.6', rejected: 0 };
+    case 'RecordDispatch':
+      return {
+        type,
+        ...base,
+        now: at(130),
+        epoch,
+        submittedFromPending: 1,
+        submittedFromDeferred: 0,
+        deferredFromPending: 0,
+        deferredAgain: 0,
+        submissions: 1,
+      };
   }
 }
 
@@ -240,6 +256,11 @@ const LEGAL: Record<CampaignCommandType, readonly Status[]> = {
     'CANCELLED',
     'EXPIRED',
   ],
+  // Only for SMS campaigns created with a definition (none of the histories here):
+  // test/domain/campaign-sms.unit.spec.ts covers their legal and illegal transitions.
+  StartBuild: [],
+  AddRecipients: [],
+  RecordDispatch: [],
 };
 /** Commands that still apply to a soft-deleted campaign: they only let it settle, never dispatch. */
 const LEGAL_WHEN_DELETED: ReadonlySet<CampaignCommandType> = new Set([
@@ -253,7 +274,7 @@ describe('campaign decider: module surface', () => {
   it('exposes the stream type, every command and every event type', () => {
     expect(CAMPAIGN_STREAM_TYPE).toBe('campaign');
     expect([...CAMPAIGN_COMMAND_TYPES].sort()).toEqual(Object.keys(LEGAL).sort());
-    expect(CAMPAIGN_EVENT_TYPES).toHaveLength(19);
+    expect(CAMPAIGN_EVENT_TYPES).toHaveLength(22);
     expect(campaignDecider.initialState()).toEqual({ status: 'NONE' });
   });
 
@@ -317,6 +338,7 @@ describe('campaign decider: legal transitions', () => {
       failureReason: null,
       createdAt: at(0),
       statusChangedAt: at(0),
+      sms: null,
     });
   });
 
@@ -1212,16 +1234,72 @@ function randomCommand(
     case 'CreateCampaign': {
       const channel = rng.pick(['line', 'sms'] as const);
       const start = rng.chance(0.3) ? null : iso(minutes(rng.int(-60, 240)));
+      const mode = rng.pick(['draft', 'building'] as const);
+      // Half the sms campaigns carry an SMS definition (seed 003's recipients, charge and progress).
+      const sms =
+        channel === 'sms' && rng.chance(0.5)
+          ? {
+              sms: {
+                messageType: rng.pick(['PROMOTIONAL', 'TRANSACTIONAL'] as const),
+                lang: 'bn' as const,
+                operatorCampaignId: 'OP-1',
+                templateType: 'GENERIC' as const,
+                template: 'অফার',
+                source: mode === 'building' ? ('csv' as const) : ('inline' as const),
+                sendWindow: null,
+              },
+            }
+          : {};
       return create(
         {
           now: iso(now),
-          mode: rng.pick(['draft', 'building'] as const),
+          mode,
           startAt: start,
           dispatchDeadline:
             start !== null && rng.chance(0.6) ? iso(Date.parse(start) + rng.int(1, 300) * 60_000) : null,
+          ...sms,
         },
         channel,
       );
+    }
+    case 'ActivateCampaign': {
+      const sms = state.status === 'NONE' ? null : state.sms;
+      return sms && rng.chance(0.9)
+        ? { type, ...base, charge: { key: `campaign:${ID}`, amount: sms.totalCost } }
+        : { type, ...base };
+    }
+    case 'StartBuild':
+      return { type, ...base, staleAfterMs: STALE_AFTER_MS };
+    case 'AddRecipients': {
+      const attempt = state.status === 'NONE' ? 0 : (state.sms?.buildAttempt ?? 0);
+      const recipients = rng.int(0, 5);
+      return {
+        type,
+        ...base,
+        ...(attempt > 0 ? { buildAttempt: attempt } : {}),
+        recipients,
+        segments: recipients * rng.int(1, 3),
+        cost: `${recipients}.25`,
+        rejected: rng.chance(0.3) ? rng.int(1, 3) : 0,
+      };
+    }
+    case 'RecordDispatch': {
+      const progress = state.status === 'NONE' ? null : (state.sms?.progress ?? null);
+      const fromPending = progress ? rng.int(0, progress.pending) : 1;
+      const fromDeferred = progress ? rng.int(0, progress.deferred) : 0;
+      const submittedFromPending = rng.int(0, fromPending);
+      const submittedFromDeferred = rng.int(0, fromDeferred);
+      const submitted = submittedFromPending + submittedFromDeferred;
+      return {
+        type,
+        ...base,
+        epoch,
+        submittedFromPending,
+        submittedFromDeferred,
+        deferredFromPending: fromPending - submittedFromPending,
+        deferredAgain: fromDeferred - submittedFromDeferred,
+        submissions: submitted === 0 ? 0 : rng.int(1, submitted),
+      };
     }
     case 'ScheduleCampaign':
     case 'RescheduleCampaign':
@@ -1264,7 +1342,17 @@ describe('campaign decider: replay property (invariant 8)', () => {
       for (let step = 0; step < 300 && accepted < 40; step++) {
         // Mostly small steps, sometimes a long gap (a scanner outage) so deadlines and stale claims happen.
         now += (rng.chance(0.1) ? rng.int(120, 600) : rng.int(0, 45)) * 60_000;
-        const command = randomCommand(rng.pick(CAMPAIGN_COMMAND_TYPES), state, now, rng);
+        // An SMS campaign with a definition moves through its own commands often enough to be walked.
+        const smsTypes: CampaignCommandType[] = [
+          'AddRecipients',
+          'StartBuild',
+          'ActivateCampaign',
+          'ClaimCampaign',
+          'RecordDispatch',
+        ];
+        const hasSms = state.status !== 'NONE' && state.sms !== null;
+        const type = hasSms && rng.chance(0.4) ? rng.pick(smsTypes) : rng.pick(CAMPAIGN_COMMAND_TYPES);
+        const command = randomCommand(type, state, now, rng);
         let emitted: CampaignEvent[];
         try {
           emitted = campaignDecider.decide(command, state);

@@ -5,7 +5,7 @@
  * version they expect; a row that moved on makes the whole transaction fail with ConcurrencyError.
  * Time comparisons use the database's now() (invariant 6).
  */
-import type { ExistingCampaign } from '../../domain/campaign.js';
+import { type ExistingCampaign, unsent } from '../../domain/campaign.js';
 import { ConflictError } from '../../errors.js';
 import type { SqlClient } from '../../ports/database.js';
 import { STALE_CLAIMED_AT } from './claim-liveness-queries.js';
@@ -35,6 +35,9 @@ export const campaignTable = stateTable<ExistingCampaign>({
     { column: 'failure_reason', type: 'text', field: 'failureReason' },
     { column: 'created_at', type: 'timestamptz', field: 'createdAt' },
     { column: 'status_changed_at', type: 'timestamptz', field: 'statusChangedAt' },
+    { column: 'sms', type: 'jsonb', field: 'sms' },
+    // Written from the SMS facts for the dispatch sweep's index (pending + deferred recipients).
+    { column: 'sms_unsent', type: 'int', compute: (state) => unsent(state.sms) },
   ],
   onUniqueViolation(constraint, inserted) {
     if (constraint !== 'campaign_idempotency_idx') return undefined;
@@ -64,10 +67,14 @@ export const LOCK_DUE_CAMPAIGNS = `
    limit $1
    for update skip locked`;
 
-/** Live claims whose claim or last heartbeat is older than the stale threshold, oldest first (no lock). */
+/**
+ * Live LINE claims whose claim or last heartbeat is older than the stale threshold, oldest first (no
+ * lock). SMS campaigns are not this reaper's: their dispatch holds no process-bound claim (each batch is
+ * its own transaction, any scanner continues it), and their stale recovery is seed 003's (ADR 0014).
+ */
 export const FIND_STALE_CLAIMS = `
   select ${columnList}, version from campaign
-   where status = 'DISPATCHING' and claimed_at < ${STALE_CLAIMED_AT}
+   where status = 'DISPATCHING' and channel = 'line' and claimed_at < ${STALE_CLAIMED_AT}
    order by claimed_at
    limit $2`;
 
@@ -76,14 +83,17 @@ export const LOCK_STALE_CLAIMS = `
   select ${campaignTable.qualified}, t.version
     from campaign t
     join unnest($2::uuid[], $3::int[]) as found(id, version) on t.id = found.id and t.version = found.version
-   where t.status = 'DISPATCHING' and t.claimed_at < ${STALE_CLAIMED_AT}
+   where t.status = 'DISPATCHING' and t.channel = 'line' and t.claimed_at < ${STALE_CLAIMED_AT}
    order by t.claimed_at
    for update of t skip locked`;
 
-/** CANCELLING campaigns, oldest first, locked for settling their cancellation. */
+/**
+ * CANCELLING campaigns with nothing to refund (LINE, uncharged SMS), oldest first, locked for settling
+ * their cancellation; a charged SMS campaign settles when its refunds do (ADR 0014).
+ */
 export const LOCK_CANCELLING_CAMPAIGNS = `
   select ${columnList}, version from campaign
-   where status = 'CANCELLING'
+   where status = 'CANCELLING' and (sms is null or sms->>'chargeKey' is null)
    order by status_changed_at
    limit $1
    for update skip locked`;
@@ -167,6 +177,47 @@ export async function findCampaignByIdempotencyKey(
     idempotencyKey,
   ]);
   return rows[0]?.id ?? null;
+}
+
+/**
+ * An organization's campaigns, newest first, after a keyset cursor (created_at, id), optionally of one
+ * status and channel, without soft-deleted ones unless asked: an index range scan of
+ * campaign_organization_idx or, with a status, campaign_organization_status_idx (migration 000009).
+ */
+export const LIST_ORGANIZATION_CAMPAIGNS = `
+  select ${columnList}, version from campaign
+   where organization_id = $1
+     and ($2::text is null or status = $2)
+     and ($3::text is null or channel = $3)
+     and ($4::boolean or deleted_at is null)
+     and ($5::timestamptz is null or (created_at, id) < ($5, $6::uuid))
+   order by created_at desc, id desc
+   limit $7`;
+
+export interface CampaignListFilter {
+  organizationId: string;
+  status?: ExistingCampaign['status'];
+  channel?: ExistingCampaign['channel'];
+  includeDeleted?: boolean;
+  /** The last campaign of the previous page. */
+  before?: { createdAt: string; id: string } | null;
+  limit: number;
+}
+
+export async function listOrganizationCampaigns(
+  sql: SqlClient,
+  filter: CampaignListFilter,
+): Promise<ExistingCampaign[]> {
+  const { rows } = await sql.query<CampaignRow>(LIST_ORGANIZATION_CAMPAIGNS, [
+    filter.organizationId,
+    filter.status ?? null,
+    filter.channel ?? null,
+    filter.includeDeleted ?? false,
+    filter.before?.createdAt ?? null,
+    filter.before?.id ?? null,
+    filter.limit,
+  ]);
+  return rows.map((row) => campaignFromRow(row).state);
 }
 
 /** Loads campaign rows by id; ids that are not uuids or have no row are absent from the map. */

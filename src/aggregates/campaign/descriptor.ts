@@ -78,12 +78,15 @@ export function dispatchMessagesFor(event: CampaignEvent, state: CampaignState):
 }
 
 /**
- * Channels whose claim knows what to publish. A campaign of any other channel could be activated but
- * never dispatched (its claim would write no message and be reclaimed for ever), so until its dispatch
- * plan exists (sms: per-recipient batches) it may be created and edited as a draft, not activated,
- * scheduled or sent.
+ * Which campaigns have a dispatch plan. A LINE claim publishes one message (above); an SMS campaign is
+ * dispatched in recipient batches by the SMS dispatch sweep (sms/dispatch.ts) — but only one created
+ * with an SMS definition has recipients to dispatch. An sms campaign without one (a bare draft, as the
+ * generic CampaignService can create) would be activated and never sent, so it may be created and
+ * edited as a draft, not activated, scheduled or sent.
  */
-const CHANNELS_WITH_DISPATCH_PLAN: ReadonlySet<CampaignChannel> = new Set(['line']);
+const CHANNELS_WITH_DISPATCH_PLAN: ReadonlySet<CampaignChannel> = new Set(['line', 'sms']);
+const hasDispatchPlan = (state: Exclude<CampaignState, { status: 'NONE' }>) =>
+  CHANNELS_WITH_DISPATCH_PLAN.has(state.channel) && (state.channel !== 'sms' || state.sms !== null);
 const DISPATCH_COMMANDS: ReadonlySet<CampaignCommand['type']> = new Set([
   'ActivateCampaign',
   'ScheduleCampaign',
@@ -94,14 +97,10 @@ const DISPATCH_COMMANDS: ReadonlySet<CampaignCommand['type']> = new Set([
 export const campaignDeciderWithDispatchPlans: typeof campaignDecider = {
   ...campaignDecider,
   decide(command, state) {
-    if (
-      DISPATCH_COMMANDS.has(command.type) &&
-      state.status !== 'NONE' &&
-      !CHANNELS_WITH_DISPATCH_PLAN.has(state.channel)
-    ) {
+    if (DISPATCH_COMMANDS.has(command.type) && state.status !== 'NONE' && !hasDispatchPlan(state)) {
       throw new ValidationError(
         `campaign ${state.campaignId} cannot be ${command.type === 'ScheduleCampaign' ? 'scheduled' : command.type === 'SendNow' ? 'sent' : 'activated'}: ` +
-          `channel '${state.channel}' has no dispatch plan yet (only ${[...CHANNELS_WITH_DISPATCH_PLAN].join(', ')} campaigns can be dispatched)`,
+          `channel '${state.channel}' has no dispatch plan (an sms campaign needs an SMS definition and recipients: SmsCampaignService)`,
         { field: 'channel', channel: state.channel, command: command.type, campaignId: state.campaignId },
       );
     }
@@ -109,10 +108,19 @@ export const campaignDeciderWithDispatchPlans: typeof campaignDecider = {
   },
 };
 
-/** QUEUED campaigns are due now, SCHEDULED ones at their startAt; nothing else is due for the scanner. */
+/**
+ * QUEUED campaigns are due now, SCHEDULED ones at their startAt, and a CSV campaign's build when it was
+ * uploaded (until a build attempt takes it), so the commit that creates one wakes the build workers.
+ * A DISPATCHING SMS campaign is not: the scanner that claimed it dispatches it in the same pass, and the
+ * dispatch sweep's own next-due time covers recipients deferred by their send window.
+ */
 export function campaignDueAt(state: CampaignState): string | null {
-  if (state.status === 'QUEUED') return state.deletedAt === null ? state.statusChangedAt : null;
-  if (state.status === 'SCHEDULED') return state.deletedAt === null ? state.startAt : null;
+  if (state.status === 'NONE' || state.deletedAt !== null) return null;
+  if (state.status === 'QUEUED') return state.statusChangedAt;
+  if (state.status === 'SCHEDULED') return state.startAt;
+  if (state.status === 'BUILDING' && state.sms?.source === 'csv' && state.sms.buildAttempt === 0) {
+    return state.statusChangedAt;
+  }
   return null;
 }
 

@@ -1,13 +1,18 @@
 /**
  * The campaign aggregate's registration (seed 000 whole-campaign LINE dispatch, and the lifecycle
  * seed 003's per-recipient campaigns share): its descriptor, the sweeper that claims due campaigns
- * and recovers stale claims, the LINE delivery consumers, the queues it publishes to, the tick queue
- * that wakes the scanners, its side streams, the dispatch_stats projection and the tick role.
+ * and recovers stale claims, the SMS dispatch sweep (scanner) and CSV build sweep (worker), the LINE
+ * delivery consumers, the queues and topics it publishes to, the tick queue that wakes the scanners,
+ * its side streams, the dispatch_stats projection and the tick role.
  */
 import { defineAggregate, defineConsumer } from '../../eventstore/registry.js';
 import { campaignAggregate } from './descriptor.js';
 import { dispatchStatsProjection } from './dispatch-stats.js';
 import { LineDeliveryWorker, lineDispatchPayload } from './line-delivery.js';
+import { PostgresLedger } from './sms/billing.js';
+import { smsBuildSweeper } from './sms/build.js';
+import { smsDispatchSweeper } from './sms/dispatch.js';
+import { SMS_SUBMIT_TOPIC } from './sms/topology.js';
 import { campaignSweeper } from './sweepers.js';
 import { tickRole } from './tick.js';
 import {
@@ -36,7 +41,10 @@ export const campaignRegistration = defineAggregate({
     },
   ],
   topology: {
-    amqpQueues: HERALD_QUEUES.filter((q) => q !== PROCESS_CAMPAIGN_QUEUE),
+    // The SMS submit topic is also declared as a queue for deployments that send SMS over RabbitMQ
+    // (HERALD_SMS_SINK=amqp with the default topic name).
+    amqpQueues: [...HERALD_QUEUES.filter((q) => q !== PROCESS_CAMPAIGN_QUEUE), SMS_SUBMIT_TOPIC],
+    kafkaTopics: [SMS_SUBMIT_TOPIC],
     scannerWakeQueues: [{ queue: PROCESS_CAMPAIGN_QUEUE, consumer: SCANNER_TICK_CONSUMER }],
   },
   sweepers: ({ config, db, handler, logger, wakeups }) => [
@@ -49,6 +57,19 @@ export const campaignRegistration = defineAggregate({
       staleClaimMs: config.scanner.staleClaimMs,
       messageLostAfterMs: config.scanner.messageLostAfterMs,
       maxReclaimsPerPass: config.scanner.maxReclaimsPerPass,
+    }),
+    // After the campaign sweeper: a campaign it just claimed is dispatched in the same scanner pass.
+    smsDispatchSweeper({ db, handler, wakeups, logger, settings: config.sms }),
+  ],
+  workerSweepers: ({ config, db, handler, logger, wakeups }) => [
+    smsBuildSweeper({
+      db,
+      handler,
+      wakeups,
+      logger,
+      billing: new PostgresLedger(db),
+      settings: config.sms,
+      owner: config.pod,
     }),
   ],
   consumers: ({ config, handler, logger }) => [

@@ -218,9 +218,9 @@ export const tickRole: RoleDefinition = {
   async run(runtime: Runtime, signal: AbortSignal): Promise<void> {
     const { config, logger } = runtime;
     let lock: RedisLock | null = null;
-    if (config.redisUrl) {
+    if (config.redis) {
       lock = new RedisLock({
-        url: config.redisUrl,
+        ...config.redis,
         logger,
         name: `herald-tick-${config.pod}`.replace(/[^\w.-]/g, '_'),
       });

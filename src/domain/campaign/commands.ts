@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { instantInput, ms } from '../time.js';
 import { validationErrorFrom } from '../validation.js';
+import { money, smsDefinitionSchema } from './sms.js';
 import { CAMPAIGN_CHANNELS, CAST_TYPES } from './status.js';
 
 const campaignId = z.uuid().transform((id) => id.toLowerCase());
@@ -67,8 +68,20 @@ const createCampaign = z
     startAt: instantInput.nullish(),
     dispatchDeadline: instantInput.nullish(),
     idempotencyKey: identifier.nullish(),
+    /** SMS campaigns (seed 003): the definition; null/absent for LINE (and for sms drafts without one). */
+    sms: smsDefinitionSchema.nullish(),
   })
   .superRefine((c, ctx) => {
+    if (c.sms != null && c.channel !== 'sms') {
+      ctx.addIssue({ code: 'custom', path: ['sms'], message: 'only for sms campaigns' });
+    }
+    if (c.sms != null && (c.sms.source === 'csv') !== (c.mode === 'building')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sms', 'source'],
+        message: 'a csv campaign is created building, an inline one as a draft',
+      });
+    }
     if (c.channel === 'line') {
       if (c.castType == null)
         ctx.addIssue({ code: 'custom', path: ['castType'], message: 'required for line' });
@@ -86,7 +99,12 @@ const createCampaign = z
     deadlineAfterStart(c.startAt, c.dispatchDeadline, ctx);
   });
 
-const activateCampaign = z.strictObject({ type: z.literal('ActivateCampaign'), ...base });
+/** An SMS campaign with recipients is activated by its charge (seed 003, step 10); LINE campaigns carry none. */
+const activateCampaign = z.strictObject({
+  type: z.literal('ActivateCampaign'),
+  ...base,
+  charge: z.strictObject({ key: identifier, amount: money }).optional(),
+});
 
 /**
  * `dispatchDeadline` on Schedule/Reschedule/Defer: a value replaces the deadline, `null` clears it,
@@ -126,7 +144,75 @@ const failCampaign = z.strictObject({
   reason,
   /** Required when failing a DISPATCHING campaign (the claim's epoch); must be omitted otherwise. */
   epoch: epoch.optional(),
+  /** SMS DRAFT/BUILDING: the saved recipients are deleted in the same transaction (counters back to 0). */
+  clearRecipients: z.literal(true).optional(),
 });
+
+const count = z.number().int().nonnegative();
+
+/**
+ * A CSV build worker claims a BUILDING campaign's build (seed 003's CampaignBuildWorker): a new attempt,
+ * the build's fencing token. Refused while another attempt shows a sign of life within `staleAfterMs`.
+ */
+const startBuild = z.strictObject({
+  type: z.literal('StartBuild'),
+  ...base,
+  staleAfterMs: z.number().int().positive(),
+});
+
+/** Recipients saved (inline: all at once in DRAFT; CSV: one batch of the build attempt in BUILDING). */
+const addRecipients = z
+  .strictObject({
+    type: z.literal('AddRecipients'),
+    ...base,
+    buildAttempt: z.number().int().positive().optional(),
+    recipients: count,
+    segments: count,
+    cost: money,
+    rejected: count,
+  })
+  .superRefine((c, ctx) => {
+    if (c.recipients + c.rejected === 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['recipients'],
+        message: 'nothing added: no recipients and no rejected rows',
+      });
+    }
+    if (c.segments < c.recipients) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['segments'],
+        message: 'every recipient has at least one segment',
+      });
+    }
+  });
+
+/** One dispatch batch of a DISPATCHING SMS campaign: recipients submitted in chunks or deferred by window. */
+const recordDispatch = z
+  .strictObject({
+    type: z.literal('RecordDispatch'),
+    ...base,
+    epoch,
+    submittedFromPending: count,
+    submittedFromDeferred: count,
+    deferredFromPending: count,
+    deferredAgain: count,
+    submissions: count,
+  })
+  .superRefine((c, ctx) => {
+    const submitted = c.submittedFromPending + c.submittedFromDeferred;
+    if (submitted + c.deferredFromPending + c.deferredAgain === 0) {
+      ctx.addIssue({ code: 'custom', path: ['submittedFromPending'], message: 'an empty dispatch batch' });
+    }
+    if ((submitted === 0) !== (c.submissions === 0) || c.submissions > submitted) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['submissions'],
+        message: 'submitted recipients travel in 1..submitted chunks',
+      });
+    }
+  });
 
 const finishPartially = z.strictObject({ type: z.literal('FinishPartially'), ...base, epoch });
 
@@ -202,6 +288,9 @@ export const campaignCommandSchema = z.discriminatedUnion('type', [
   requeueCampaign,
   resendFailed,
   deleteCampaign,
+  startBuild,
+  addRecipients,
+  recordDispatch,
 ]);
 
 /** What callers pass (times as Date or ISO string). */
@@ -230,6 +319,9 @@ export type ExpireCampaign = z.input<typeof expireCampaign>;
 export type RequeueCampaign = z.input<typeof requeueCampaign>;
 export type ResendFailed = z.input<typeof resendFailed>;
 export type DeleteCampaign = z.input<typeof deleteCampaign>;
+export type StartBuild = z.input<typeof startBuild>;
+export type AddRecipients = z.input<typeof addRecipients>;
+export type RecordDispatch = z.input<typeof recordDispatch>;
 
 export const CAMPAIGN_COMMAND_TYPES = campaignCommandSchema.options.map(
   (option) => option.shape.type.value,

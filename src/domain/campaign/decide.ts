@@ -9,9 +9,11 @@
 
 import { IllegalStateError, ValidationError } from '../../errors.js';
 import { assertNever } from '../decider.js';
+import { canonicalMoney, toUnits } from '../sms/money.js';
 import { ms } from '../time.js';
 import { type CampaignCommand, type ParsedCampaignCommand, parseCampaignCommand } from './commands.js';
 import type { CampaignEvent } from './events.js';
+import type { SmsCampaignFacts } from './sms.js';
 import { type CampaignIn, type CampaignState, DELETABLE_STATUSES, type ExistingCampaign } from './state.js';
 import type { CampaignStatus } from './status.js';
 
@@ -36,6 +38,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
           idempotencyKey: c.idempotencyKey ?? null,
           mode: c.mode,
           at: c.now,
+          ...(c.sms ? { sms: c.sms } : {}),
         },
       },
     ];
@@ -54,14 +57,27 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
   switch (c.type) {
     case 'ActivateCampaign': {
       const s = requireStatus(c, state, ['DRAFT', 'BUILDING'], { live: true });
+      const charge = s.sms ? requireCharge(c, s, s.sms) : undefined;
+      if (!s.sms && c.charge) {
+        throw new ValidationError(
+          `invalid ActivateCampaign: only an SMS campaign with recipients is charged`,
+          {
+            command: c.type,
+            field: 'charge',
+          },
+        );
+      }
+      const extra = charge ? { charge } : {};
       if (s.startAt !== null && ms(s.startAt) > ms(now)) {
-        return [{ type: 'CampaignActivated', data: { to: 'SCHEDULED', at: now } }];
+        return [{ type: 'CampaignActivated', data: { to: 'SCHEDULED', at: now, ...extra } }];
       }
       requireDeadlineNotPassed(c, s);
-      return [{ type: 'CampaignActivated', data: { to: 'QUEUED', at: now } }];
+      return [{ type: 'CampaignActivated', data: { to: 'QUEUED', at: now, ...extra } }];
     }
     case 'ScheduleCampaign': {
       const s = requireStatus(c, state, ['DRAFT'], { live: true });
+      if (s.sms)
+        throw illegal(c, s, 'an SMS campaign gets its start at creation and is activated by its charge');
       const dispatchDeadline = nextDeadline(c, s.dispatchDeadline);
       return [{ type: 'CampaignScheduled', data: { startAt: c.startAt, dispatchDeadline, at: now } }];
     }
@@ -70,6 +86,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       // draft to sending itself): two events along the diagram's DRAFT → QUEUED → DISPATCHING, so no
       // scanner can claim the campaign in between.
       const s = requireStatus(c, state, ['DRAFT', 'QUEUED', 'SCHEDULED'], { live: true });
+      if (s.sms && s.status === 'DRAFT') throw illegal(c, s, 'an SMS draft is not charged yet');
       if (s.status !== 'QUEUED') requireDeadlineNotPassed(c, s);
       const claimed: CampaignEvent = {
         type: 'CampaignClaimed',
@@ -141,7 +158,23 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
           status: s.status,
         });
       }
-      return [{ type: 'CampaignFailed', data: { reason: c.reason, epoch: c.epoch ?? null, at: now } }];
+      if (c.clearRecipients && (s.sms === null || s.status === 'DISPATCHING')) {
+        throw new ValidationError(
+          `invalid FailCampaign: clearRecipients applies only to an SMS draft or build (status ${s.status})`,
+          { command: c.type, field: 'clearRecipients', status: s.status },
+        );
+      }
+      return [
+        {
+          type: 'CampaignFailed',
+          data: {
+            reason: c.reason,
+            epoch: c.epoch ?? null,
+            at: now,
+            ...(c.clearRecipients ? { recipientsCleared: true as const } : {}),
+          },
+        },
+      ];
     }
     case 'FinishPartially': {
       const s = requireStatus(c, state, ['DISPATCHING']);
@@ -227,6 +260,95 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       requireStatus(c, state, DELETABLE_STATUSES, { live: true });
       return [{ type: 'CampaignDeleted', data: { at: now } }];
     }
+    case 'StartBuild': {
+      const s = requireStatus(c, state, ['BUILDING'], { live: true });
+      const sms = requireSms(c, s);
+      if (sms.source !== 'csv') throw illegal(c, s, 'only a CSV campaign is built');
+      if (sms.buildAttempt > 0 && sms.buildHeartbeatAt !== null) {
+        const age = ms(now) - ms(sms.buildHeartbeatAt);
+        if (age <= c.staleAfterMs) {
+          throw illegal(
+            c,
+            s,
+            `build attempt ${sms.buildAttempt} is alive (last batch ${age} ms ago, staleAfterMs ${c.staleAfterMs})`,
+          );
+        }
+      }
+      return [
+        {
+          type: 'CampaignBuildStarted',
+          data: {
+            attempt: sms.buildAttempt + 1,
+            previousHeartbeatAt: sms.buildAttempt > 0 ? sms.buildHeartbeatAt : null,
+            at: now,
+          },
+        },
+      ];
+    }
+    case 'AddRecipients': {
+      const s = requireStatus(c, state, ['DRAFT', 'BUILDING'], { live: true });
+      const sms = requireSms(c, s);
+      if (s.status === 'DRAFT') {
+        if (sms.source !== 'inline') throw illegal(c, s, 'a CSV campaign gets its recipients from its build');
+        if (c.buildAttempt !== undefined) throw illegal(c, s, 'an inline draft has no build attempt');
+        if (sms.recipients > 0) throw illegal(c, s, 'its inline recipients are already saved');
+        if (c.rejected > 0) throw illegal(c, s, 'an inline campaign rejects invalid recipients as a whole');
+      } else if (c.buildAttempt !== sms.buildAttempt || sms.buildAttempt === 0) {
+        // Fencing: a batch of a build attempt that was taken over is refused (invariant 5 for builds).
+        throw illegal(
+          c,
+          s,
+          `build attempt ${c.buildAttempt ?? 'none'} is not the current one (${sms.buildAttempt})`,
+        );
+      }
+      return [
+        {
+          type: 'CampaignRecipientsAdded',
+          data: {
+            buildAttempt: s.status === 'BUILDING' ? sms.buildAttempt : null,
+            recipients: c.recipients,
+            segments: c.segments,
+            cost: canonicalMoney(c.cost),
+            rejected: c.rejected,
+            at: now,
+          },
+        },
+      ];
+    }
+    case 'RecordDispatch': {
+      const s = requireStatus(c, state, ['DISPATCHING']);
+      requireEpoch(c, s, c.epoch);
+      const sms = requireSms(c, s);
+      const { pending, deferred } = sms.progress;
+      if (c.submittedFromPending + c.deferredFromPending > pending) {
+        throw illegal(
+          c,
+          s,
+          `${c.submittedFromPending + c.deferredFromPending} pending recipients dispatched, ${pending} pending`,
+        );
+      }
+      if (c.submittedFromDeferred + c.deferredAgain > deferred) {
+        throw illegal(
+          c,
+          s,
+          `${c.submittedFromDeferred + c.deferredAgain} deferred recipients dispatched, ${deferred} deferred`,
+        );
+      }
+      return [
+        {
+          type: 'CampaignRecipientsDispatched',
+          data: {
+            epoch: c.epoch,
+            submittedFromPending: c.submittedFromPending,
+            submittedFromDeferred: c.submittedFromDeferred,
+            deferredFromPending: c.deferredFromPending,
+            deferredAgain: c.deferredAgain,
+            submissions: c.submissions,
+            at: now,
+          },
+        },
+      ];
+    }
     default:
       return assertNever(c, 'campaign command');
   }
@@ -248,6 +370,33 @@ function requireStatus<S extends CampaignStatus>(
   if (options.live && state.deletedAt !== null)
     throw illegal(c, state, `it was deleted at ${state.deletedAt}`);
   return state as CampaignIn<S>;
+}
+
+function requireSms(c: ParsedCampaignCommand, state: ExistingCampaign): SmsCampaignFacts {
+  if (state.sms === null) throw illegal(c, state, 'it is not an SMS campaign with a definition');
+  return state.sms;
+}
+
+/** Seed 003, step 10: an SMS campaign is activated by one deduction of its whole total. */
+function requireCharge(
+  c: ParsedCampaignCommand & { type: 'ActivateCampaign' },
+  state: ExistingCampaign,
+  sms: SmsCampaignFacts,
+): { key: string; amount: string } {
+  if (sms.recipients === 0) throw illegal(c, state, 'it has no saved recipients');
+  if (!c.charge) {
+    throw new ValidationError('invalid ActivateCampaign: an SMS campaign is activated by its charge', {
+      command: c.type,
+      field: 'charge',
+    });
+  }
+  if (toUnits(c.charge.amount) !== toUnits(sms.totalCost)) {
+    throw new ValidationError(
+      `invalid ActivateCampaign: charged ${c.charge.amount}, the campaign's total is ${sms.totalCost}`,
+      { command: c.type, field: 'charge.amount', amount: c.charge.amount, totalCost: sms.totalCost },
+    );
+  }
+  return { key: c.charge.key, amount: sms.totalCost };
 }
 
 /** Fencing: a claim's commands must carry the campaign's current epoch (invariant 5). */

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { storedInstant } from '../time.js';
 import { validationErrorFrom } from '../validation.js';
+import { money, recipientsAddedData, recipientsDispatchedData, smsDefinitionSchema } from './sms.js';
 import {
   CAMPAIGN_CHANNELS,
   CAMPAIGN_STATUSES,
@@ -35,11 +36,15 @@ const campaignCreated = event('CampaignCreated', {
   idempotencyKey: id.nullable(),
   mode: z.enum(['draft', 'building']),
   at: storedInstant,
+  /** SMS campaigns only (absent on LINE campaigns and on events written before seed 003's part 1). */
+  sms: smsDefinitionSchema.optional(),
 });
 
 const campaignActivated = event('CampaignActivated', {
   to: z.enum(['QUEUED', 'SCHEDULED']),
   at: storedInstant,
+  /** The deduction that activated an SMS campaign (seed 003, step 10); absent otherwise. */
+  charge: z.object({ key: id, amount: money }).optional(),
 });
 
 const campaignScheduled = event('CampaignScheduled', {
@@ -74,6 +79,8 @@ const campaignFailed = event('CampaignFailed', {
   /** The failed claim's epoch when a DISPATCHING campaign failed; null for DRAFT/BUILDING. */
   epoch: epoch.nullable(),
   at: storedInstant,
+  /** SMS: the saved recipients were deleted in the same transaction. */
+  recipientsCleared: z.literal(true).optional(),
 });
 
 const campaignPartiallyCompleted = event('CampaignPartiallyCompleted', { epoch, at: storedInstant });
@@ -131,6 +138,20 @@ const campaignResendRequested = event('CampaignResendRequested', {
 
 const campaignDeleted = event('CampaignDeleted', { at: storedInstant });
 
+/** A CSV build attempt began (its number is the build's fencing token). */
+const campaignBuildStarted = event('CampaignBuildStarted', {
+  attempt: z.number().int().positive(),
+  /** The previous attempt's last sign of life, when this one takes over a stale build. */
+  previousHeartbeatAt: storedInstant.nullable(),
+  at: storedInstant,
+});
+
+/** Recipients saved with their frozen content, route and cost (and CSV rows rejected). */
+const campaignRecipientsAdded = event('CampaignRecipientsAdded', recipientsAddedData);
+
+/** One dispatch batch: recipients submitted in chunks (outbox messages of this event) or deferred. */
+const campaignRecipientsDispatched = event('CampaignRecipientsDispatched', recipientsDispatchedData);
+
 export const campaignEventSchema = z.discriminatedUnion('type', [
   campaignCreated,
   campaignActivated,
@@ -151,6 +172,9 @@ export const campaignEventSchema = z.discriminatedUnion('type', [
   campaignRequeued,
   campaignResendRequested,
   campaignDeleted,
+  campaignBuildStarted,
+  campaignRecipientsAdded,
+  campaignRecipientsDispatched,
 ]);
 
 export type CampaignEvent = z.infer<typeof campaignEventSchema>;
@@ -175,6 +199,9 @@ export type CampaignExpired = z.infer<typeof campaignExpired>;
 export type CampaignRequeued = z.infer<typeof campaignRequeued>;
 export type CampaignResendRequested = z.infer<typeof campaignResendRequested>;
 export type CampaignDeleted = z.infer<typeof campaignDeleted>;
+export type CampaignBuildStarted = z.infer<typeof campaignBuildStarted>;
+export type CampaignRecipientsAdded = z.infer<typeof campaignRecipientsAdded>;
+export type CampaignRecipientsDispatched = z.infer<typeof campaignRecipientsDispatched>;
 
 export const CAMPAIGN_EVENT_TYPES = campaignEventSchema.options.map(
   (option) => option.shape.type.value,

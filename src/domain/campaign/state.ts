@@ -8,7 +8,9 @@
 
 import { IllegalStateError } from '../../errors.js';
 import { assertNever } from '../decider.js';
+import { addMoney, ZERO_MONEY } from '../sms/money.js';
 import type { CampaignEvent } from './events.js';
+import { EMPTY_PROGRESS, newSmsFacts, type SmsCampaignFacts } from './sms.js';
 import type { CampaignChannel, CampaignStatus, CastType, PausableCampaignStatus } from './status.js';
 
 /** Fields every existing campaign has, whatever its status. */
@@ -43,6 +45,8 @@ export interface CampaignFields {
   readonly createdAt: string;
   /** When the campaign entered its current status (stale-recovery jobs measure from here). */
   readonly statusChangedAt: string;
+  /** SMS campaigns with a definition (seed 003): totals, charge, build attempts, progress; null otherwise. */
+  readonly sms: SmsCampaignFacts | null;
 }
 
 export interface NoCampaign {
@@ -109,9 +113,10 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
   switch (event.type) {
     case 'CampaignCreated': {
       if (state.status !== 'NONE') throw unfit(state, event);
-      const { mode, at, ...fields } = event.data;
+      const { mode, at, sms, ...fields } = event.data;
       return {
         ...fields,
+        sms: sms ? newSmsFacts(sms) : null,
         status: mode === 'building' ? 'BUILDING' : 'DRAFT',
         claimEpoch: 0,
         claimedAt: null,
@@ -124,7 +129,19 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
       };
     }
     case 'CampaignActivated': {
-      const s = requireStatus(state, event, ['DRAFT', 'BUILDING'], { live: true });
+      const found = requireStatus(state, event, ['DRAFT', 'BUILDING'], { live: true });
+      const { charge } = event.data;
+      if ((charge !== undefined) !== (found.sms !== null)) {
+        throw unfit(
+          state,
+          event,
+          charge ? 'only an SMS campaign is charged' : 'an SMS campaign is activated by its charge',
+        );
+      }
+      const s =
+        charge && found.sms
+          ? { ...found, sms: { ...found.sms, chargeKey: charge.key, chargedAt: event.data.at } }
+          : found;
       if (event.data.to === 'SCHEDULED') {
         if (s.startAt === null) throw unfit(state, event, 'it has no startAt');
         return { ...s, status: 'SCHEDULED', startAt: s.startAt, statusChangedAt: event.data.at };
@@ -169,7 +186,12 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
       else if (event.data.epoch !== null)
         throw unfit(state, event, 'only a DISPATCHING failure carries an epoch');
       const { reason, at } = event.data;
-      return { ...s, status: 'FAILED', claimedAt: null, failureReason: reason, statusChangedAt: at };
+      let sms = s.sms;
+      if (event.data.recipientsCleared) {
+        if (!sms || s.status === 'DISPATCHING') throw unfit(state, event, 'no saved recipients to clear');
+        sms = { ...sms, recipients: 0, segments: 0, totalCost: ZERO_MONEY, progress: EMPTY_PROGRESS };
+      }
+      return { ...s, status: 'FAILED', claimedAt: null, failureReason: reason, statusChangedAt: at, sms };
     }
     case 'CampaignPartiallyCompleted': {
       const s = requireStatus(state, event, ['DISPATCHING']);
@@ -246,6 +268,61 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
       const s = requireStatus(state, event, DELETABLE_STATUSES, { live: true });
       return { ...s, deletedAt: event.data.at };
     }
+    case 'CampaignBuildStarted': {
+      const s = requireStatus(state, event, ['BUILDING'], { live: true });
+      const sms = requireSms(s, event);
+      if (event.data.attempt !== sms.buildAttempt + 1) {
+        throw unfit(state, event, `its build attempt is ${sms.buildAttempt}`);
+      }
+      return { ...s, sms: { ...sms, buildAttempt: event.data.attempt, buildHeartbeatAt: event.data.at } };
+    }
+    case 'CampaignRecipientsAdded': {
+      const s = requireStatus(state, event, ['DRAFT', 'BUILDING'], { live: true });
+      const sms = requireSms(s, event);
+      const { buildAttempt, recipients, segments, cost, rejected, at } = event.data;
+      if ((s.status === 'BUILDING' ? sms.buildAttempt : null) !== buildAttempt) {
+        throw unfit(state, event, `its build attempt is ${sms.buildAttempt}`);
+      }
+      return {
+        ...s,
+        sms: {
+          ...sms,
+          recipients: sms.recipients + recipients,
+          segments: sms.segments + segments,
+          totalCost: addMoney(sms.totalCost, cost),
+          rejected: sms.rejected + rejected,
+          buildHeartbeatAt: s.status === 'BUILDING' ? at : sms.buildHeartbeatAt,
+          progress: { ...sms.progress, pending: sms.progress.pending + recipients },
+        },
+      };
+    }
+    case 'CampaignRecipientsDispatched': {
+      const s = requireStatus(state, event, ['DISPATCHING']);
+      expectEpoch(s, event, s.claimEpoch);
+      const sms = requireSms(s, event);
+      const d = event.data;
+      const fromPending = d.submittedFromPending + d.deferredFromPending;
+      const fromDeferred = d.submittedFromDeferred + d.deferredAgain;
+      const { pending, deferred, submitted } = sms.progress;
+      if (fromPending > pending || fromDeferred > deferred) {
+        throw unfit(state, event, `it has ${pending} pending and ${deferred} deferred recipients`);
+      }
+      return {
+        ...s,
+        claimedAt: d.at,
+        sms: {
+          ...sms,
+          progress: {
+            ...sms.progress,
+            pending: pending - fromPending,
+            deferred: deferred - d.submittedFromDeferred + d.deferredFromPending,
+            submitted: submitted + d.submittedFromPending + d.submittedFromDeferred,
+          },
+          deferrals: sms.deferrals + d.deferredFromPending + d.deferredAgain,
+          submissions: sms.submissions + d.submissions,
+        },
+      };
+    }
     default:
       return assertNever(event, 'campaign event');
   }
@@ -261,6 +338,11 @@ function requireStatus<S extends CampaignStatus>(
   const existing = state as CampaignIn<S>;
   if (options.live && existing.deletedAt !== null) throw unfit(state, event, 'it is deleted');
   return existing;
+}
+
+function requireSms(state: ExistingCampaign, event: CampaignEvent): SmsCampaignFacts {
+  if (state.sms === null) throw unfit(state, event, 'it is not an SMS campaign with a definition');
+  return state.sms;
 }
 
 function expectEpoch(

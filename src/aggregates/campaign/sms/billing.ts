@@ -1,0 +1,201 @@
+/**
+ * The billing port (seed 003's client-service) with stable keys: a campaign is charged once with
+ * `campaign:{uuid}`, reversed with the same key when its creation fails or the outcome is ambiguous,
+ * and (part 2) each failed recipient refunded with `recipient:{id}:{resendAttempt}`. Every operation
+ * is idempotent by its key: a repeat changes nothing and returns the first result (`applied: false`),
+ * so a caller that lost an answer simply asks again.
+ *
+ * Errors: InsufficientBalanceError (refused, nothing charged: HTTP 402); BillingUnavailableError (not
+ * reached, or the answer was lost: the charge may or may not exist, so callers reverse by key: 502).
+ *
+ * `PostgresLedger` is the default implementation: a balance per organization in Herald's database
+ * (billing_account, billing_entry) with the invariant balance = credits − deductions + refunds and no
+ * key applied twice. Reversing a key that was never deducted records that (a zero refund marked
+ * `reversedUnapplied`), so a deduction arriving late with that key — the ambiguous case — is refused
+ * instead of charging a campaign that was already given up.
+ *
+ * A real billing service sits behind the same port over HTTP (ADR 0014 documents the shape):
+ *   POST {base}/organizations/{org}/deductions {key, amount, reason} → 201 | 200 (repeat) | 402 | 409 (reversed)
+ *   POST {base}/organizations/{org}/refunds    {key, amount, reason} → 201 | 200 (repeat)
+ *   POST {base}/organizations/{org}/reversals  {key, reason}         → 201 | 200 (repeat)
+ * each answering {key, kind, amount, balanceAfter, applied, at}; timeouts, connection errors and 5xx are
+ * BillingUnavailableError.
+ */
+import {
+  applyEntry,
+  findEntry,
+  type LedgerEntry,
+  type LedgerTotals,
+  ledgerTotals,
+  lockAccount,
+} from '../../../adapters/postgres/billing-queries.js';
+import { canonicalMoney, toUnits } from '../../../domain/sms/money.js';
+import {
+  BillingUnavailableError,
+  ConflictError,
+  HeraldError,
+  InsufficientBalanceError,
+  ValidationError,
+} from '../../../errors.js';
+import type { Database, SqlClient } from '../../../ports/database.js';
+
+export interface BillingOperation {
+  organizationId: string;
+  key: string;
+  /** A money string ("12.3500"). */
+  amount: string;
+  reason?: string;
+}
+
+export interface BillingReceipt {
+  key: string;
+  kind: 'credit' | 'deduction' | 'refund';
+  amount: string;
+  balanceAfter: string;
+  /** False when the key had been applied before: this is the first application's result. */
+  applied: boolean;
+  /** A reversal of a deduction that never happened (nothing moved). */
+  reversedUnapplied: boolean;
+  at: string;
+}
+
+export interface BillingPort {
+  /** Charges `amount` under `key` once. */
+  deduct(operation: BillingOperation): Promise<BillingReceipt>;
+  /** Refunds `amount` under `key` once (part 2: failed recipients). */
+  refund(operation: BillingOperation): Promise<BillingReceipt>;
+  /** Undoes the deduction with `key` (its whole amount) once; safe whether or not it was applied. */
+  reverse(organizationId: string, key: string, reason: string): Promise<BillingReceipt>;
+}
+
+const receipt = (entry: LedgerEntry, applied: boolean): BillingReceipt => ({
+  key: entry.key,
+  kind: entry.kind,
+  amount: canonicalMoney(entry.amount),
+  balanceAfter: canonicalMoney(entry.balanceAfter),
+  applied,
+  reversedUnapplied: entry.reversedUnapplied,
+  at: entry.createdAt.toISOString(),
+});
+
+function checkAmount(amount: string): string {
+  const canonical = canonicalMoney(amount);
+  if (toUnits(canonical) === 0) {
+    throw new ValidationError('a billing amount must be positive', {
+      field: 'amount',
+      rule: 'amount.positive',
+    });
+  }
+  return canonical;
+}
+
+export class PostgresLedger implements BillingPort {
+  constructor(private readonly db: Database) {}
+
+  deduct(operation: BillingOperation): Promise<BillingReceipt> {
+    const amount = checkAmount(operation.amount);
+    return this.run(async (tx) => {
+      const balance = await lockAccount(tx, operation.organizationId);
+      const done = await findEntry(tx, operation.organizationId, 'deduction', operation.key);
+      if (done) return receipt(done, false);
+      const reversal = await findEntry(tx, operation.organizationId, 'refund', operation.key);
+      if (reversal) {
+        throw new ConflictError(`billing key ${operation.key} was reversed before its deduction arrived`, {
+          field: 'key',
+          key: operation.key,
+        });
+      }
+      if (toUnits(canonicalMoney(balance)) < toUnits(amount)) {
+        throw new InsufficientBalanceError(
+          `organization ${operation.organizationId} has ${canonicalMoney(balance)}, ${amount} needed`,
+          {
+            organizationId: operation.organizationId,
+            balance: canonicalMoney(balance),
+            amount,
+            key: operation.key,
+          },
+        );
+      }
+      const entry = await applyEntry(tx, {
+        ...operation,
+        kind: 'deduction',
+        amount,
+        reason: operation.reason ?? null,
+      });
+      return receipt(entry, true);
+    });
+  }
+
+  refund(operation: BillingOperation): Promise<BillingReceipt> {
+    const amount = checkAmount(operation.amount);
+    return this.run(async (tx) => {
+      await lockAccount(tx, operation.organizationId);
+      const done = await findEntry(tx, operation.organizationId, 'refund', operation.key);
+      if (done) return receipt(done, false);
+      const entry = await applyEntry(tx, {
+        ...operation,
+        kind: 'refund',
+        amount,
+        reason: operation.reason ?? null,
+      });
+      return receipt(entry, true);
+    });
+  }
+
+  reverse(organizationId: string, key: string, reason: string): Promise<BillingReceipt> {
+    return this.run(async (tx) => {
+      await lockAccount(tx, organizationId);
+      const done = await findEntry(tx, organizationId, 'refund', key);
+      if (done) return receipt(done, false);
+      const deduction = await findEntry(tx, organizationId, 'deduction', key);
+      const entry = await applyEntry(tx, {
+        organizationId,
+        kind: 'refund',
+        key,
+        amount: deduction ? deduction.amount : '0',
+        reversedUnapplied: deduction === null,
+        reason,
+      });
+      return receipt(entry, true);
+    });
+  }
+
+  /** Adds money to an organization's balance once per key (top-ups; demo and tests). */
+  credit(operation: BillingOperation): Promise<BillingReceipt> {
+    const amount = checkAmount(operation.amount);
+    return this.run(async (tx) => {
+      await lockAccount(tx, operation.organizationId);
+      const done = await findEntry(tx, operation.organizationId, 'credit', operation.key);
+      if (done) return receipt(done, false);
+      const entry = await applyEntry(tx, {
+        ...operation,
+        kind: 'credit',
+        amount,
+        reason: operation.reason ?? null,
+      });
+      return receipt(entry, true);
+    });
+  }
+
+  /** The account's balance and sums, and the same sums counted from its entries (the invariant's two sides). */
+  totals(organizationId: string): Promise<LedgerTotals | null> {
+    return ledgerTotals(this.db, organizationId);
+  }
+
+  private async run<T>(work: (tx: SqlClient) => Promise<T>): Promise<T> {
+    try {
+      return await this.db.transaction(work);
+    } catch (error) {
+      // The ledger's own answers pass through; anything else (the database is down, the connection
+      // dropped during commit) leaves the outcome unknown to the caller.
+      if (
+        error instanceof HeraldError &&
+        error.code !== 'DATABASE_UNAVAILABLE' &&
+        error.code !== 'DATABASE_ERROR'
+      ) {
+        throw error;
+      }
+      throw new BillingUnavailableError(`billing ledger unavailable: ${(error as Error).message}`, {}, error);
+    }
+  }
+}

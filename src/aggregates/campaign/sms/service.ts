@@ -1,0 +1,641 @@
+/**
+ * The SMS campaign library (seed 003, part 1): inline creation, preview, bulk CSV creation, and the
+ * campaign's progress and recipients. Each method returns what an HTTP route answers (status, body,
+ * whether it is a replay), so routes stay thin; errors are typed (SmsValidationError naming field and
+ * rule → 4xx with nothing written; IdempotencyKeyError in flight → 409 with Retry-After: 2, reused →
+ * 422; InsufficientBalanceError → 402; BillingUnavailableError → 502).
+ *
+ * Inline creation follows the seed's ten steps and sequence: (1) reserve the Idempotency-Key in a
+ * transaction of its own (a concurrent retry sees it in progress); (2–9) validate, render, route and
+ * price every recipient (pure), then commit the DRAFT campaign with its frozen recipients and their
+ * totals in one transaction; (10) deduct the total once with the stable key `campaign:{uuid}`; on
+ * success activate (QUEUED or SCHEDULED) and store the 201 response with the key in one transaction; on
+ * a failure or an ambiguous outcome reverse by the same key (best effort), mark the campaign FAILED (or
+ * leave it DRAFT for recovery when even the reversal failed) and release the key.
+ *
+ * Bulk creation stores the file (in chunks, streamed, bounded memory) in campaign_upload and creates a
+ * BUILDING campaign without recipients, all in one transaction with the key (its fingerprint covers
+ * the metadata and the file's SHA-256), and answers 202; the build worker (build.ts) does the rest.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import {
+  completeIdempotencyKey,
+  reserveIdempotencyKey,
+} from '../../../adapters/postgres/idempotency-queries.js';
+import {
+  insertRecipients,
+  insertUpload,
+  insertUploadChunk,
+  listRecipients,
+  loadUpload,
+  type RecipientRow,
+  releaseIdempotencyKey,
+  sealUpload,
+  type UploadRow,
+} from '../../../adapters/postgres/sms-queries.js';
+import type { SmsSettings } from '../../../config.js';
+import {
+  type CampaignCommand,
+  type CampaignEvent,
+  type CampaignState,
+  campaignChargeKey,
+  type ExistingCampaign,
+  type SmsDefinition,
+} from '../../../domain/campaign.js';
+import {
+  bulkCampaignMetaSchema,
+  type CampaignDefinition,
+  campaignRuleIssues,
+  type FrozenRecipient,
+  inlineCampaignRequestSchema,
+  parseRequest,
+  prepareRecipient,
+  type RuleIssue,
+  SmsValidationError,
+  totals,
+} from '../../../domain/sms/campaign-request.js';
+import { formatUnits, toUnits } from '../../../domain/sms/money.js';
+import {
+  BillingUnavailableError,
+  errorMessage,
+  IdempotencyKeyError,
+  InsufficientBalanceError,
+  NotFoundError,
+} from '../../../errors.js';
+import {
+  type AggregateCommands,
+  type CommandHandler,
+  databaseNow,
+} from '../../../eventstore/command-handler.js';
+import type { EventMeta } from '../../../eventstore/types.js';
+import { type Logger, silentLogger } from '../../../logger.js';
+import type { Database, SqlClient } from '../../../ports/database.js';
+import { campaignAggregate } from '../descriptor.js';
+import type { BillingPort } from './billing.js';
+import { postgresSmsRouting, type SmsRoutingPort } from './routing.js';
+
+/** Seed 003: a client retrying while the first request is in progress is told to come back in 2 s. */
+export const IN_PROGRESS_RETRY_AFTER_SECONDS = 2;
+/** Upload chunk size: the file is stored and read back this much at a time. */
+export const UPLOAD_CHUNK_BYTES = 1024 * 1024;
+
+export interface SmsCampaignServiceDeps {
+  db: Database;
+  handler: CommandHandler;
+  billing: BillingPort;
+  settings: SmsSettings;
+  /** How long a completed Idempotency-Key is remembered (config.api.idempotencyTtlMs). */
+  idempotencyTtlMs: number;
+  routing?: SmsRoutingPort;
+  logger?: Logger;
+}
+
+/**
+ * An Idempotency-Key: its scope (the HTTP API's is `[organization, method, route]`) and the request's
+ * fingerprint (the HTTP API's: SHA-256 of the canonical JSON of body, parameters and query). For a bulk
+ * upload the file's SHA-256 is added to the fingerprint here.
+ */
+export interface IdempotencyOptions {
+  key: string;
+  scope: string;
+  fingerprint: string;
+}
+
+export interface SmsRequestOptions {
+  organizationId: string;
+  idempotency?: IdempotencyOptions;
+  meta?: EventMeta;
+}
+
+export interface SmsResponse<Body> {
+  status: number;
+  body: Body;
+  replayed: boolean;
+}
+
+export interface PreviewMessage {
+  msisdn: string;
+  operator: string;
+  timezone: string;
+  content: string;
+  encoding: FrozenRecipient['encoding'];
+  segments: number;
+  sender: string;
+  channel: string;
+  rate: string;
+  cost: string;
+}
+
+export interface SmsPreview {
+  messageType: CampaignDefinition['messageType'];
+  lang: CampaignDefinition['lang'];
+  startAt: string | null;
+  recipients: number;
+  segments: number;
+  totalCost: string;
+  byOperator: { operator: string; recipients: number; segments: number; cost: string }[];
+  messages: PreviewMessage[];
+}
+
+export interface UploadView {
+  id: string;
+  status: UploadRow['status'];
+  fileName: string | null;
+  sizeBytes: number;
+  sha256: string;
+  rowsRead: number;
+  acceptedCount: number;
+  rejectedCount: number;
+  rejectedByReason: Record<string, number>;
+  error: string | null;
+  finishedAt: string | null;
+}
+
+export interface BulkCreated {
+  campaign: ExistingCampaign;
+  upload: UploadView;
+}
+
+/** Rolls a transaction back and carries the response to replay out of it. */
+class Replay extends Error {
+  constructor(readonly response: SmsResponse<unknown>) {
+    super('replay');
+  }
+}
+
+export function uploadView(row: UploadRow): UploadView {
+  return {
+    id: row.id,
+    status: row.status,
+    fileName: row.fileName,
+    sizeBytes: row.sizeBytes,
+    sha256: row.sha256,
+    rowsRead: row.rowsRead,
+    acceptedCount: row.acceptedCount,
+    rejectedCount: row.rejectedCount,
+    rejectedByReason: row.rejectedByReason,
+    error: row.error,
+    finishedAt: row.finishedAt ? row.finishedAt.toISOString() : null,
+  };
+}
+
+export class SmsCampaignService {
+  private readonly campaigns: AggregateCommands<CampaignState, CampaignCommand, CampaignEvent>;
+  private readonly routing: SmsRoutingPort;
+  private readonly logger: Logger;
+
+  constructor(private readonly deps: SmsCampaignServiceDeps) {
+    this.campaigns = deps.handler.for(campaignAggregate);
+    this.routing = deps.routing ?? postgresSmsRouting;
+    this.logger = (deps.logger ?? silentLogger).child({ component: 'sms-campaigns' });
+  }
+
+  /** Seed 003's inline create (1–5,000 recipients): 201 with the QUEUED or SCHEDULED campaign. */
+  async create(raw: unknown, options: SmsRequestOptions): Promise<SmsResponse<ExistingCampaign>> {
+    const { idempotency } = options;
+    if (idempotency) {
+      const replay = await this.deps.db.transaction((tx) =>
+        this.reserve(tx, idempotency, idempotency.fingerprint),
+      );
+      if (replay) return replay as SmsResponse<ExistingCampaign>;
+    }
+    try {
+      return await this.createReserved(raw, options);
+    } catch (error) {
+      if (idempotency) {
+        await releaseIdempotencyKey(this.deps.db, idempotency.scope, idempotency.key).catch(
+          (releaseError: unknown) =>
+            this.logger.error(
+              { err: releaseError },
+              'could not release an idempotency key; it expires on its own',
+            ),
+        );
+      }
+      throw error;
+    }
+  }
+
+  /** Seed 003's preview: validates, renders, routes and prices; writes nothing, charges nothing. */
+  async preview(raw: unknown, options: { organizationId: string }): Promise<SmsResponse<SmsPreview>> {
+    const now = (await databaseNow(this.deps.db)).getTime();
+    const request = parseRequest(inlineCampaignRequestSchema, raw);
+    const { startAt, recipients } = await this.prepareInline(request, options.organizationId, now);
+    const sum = totals(recipients);
+    const byOperator = new Map<
+      string,
+      { operator: string; recipients: number; segments: number; cost: number }
+    >();
+    for (const r of recipients) {
+      const entry = byOperator.get(r.operator) ?? {
+        operator: r.operator,
+        recipients: 0,
+        segments: 0,
+        cost: 0,
+      };
+      entry.recipients++;
+      entry.segments += r.segments;
+      entry.cost += r.costUnits;
+      byOperator.set(r.operator, entry);
+    }
+    return {
+      status: 200,
+      replayed: false,
+      body: {
+        messageType: request.messageType,
+        lang: request.lang,
+        startAt,
+        recipients: sum.recipients,
+        segments: sum.segments,
+        totalCost: sum.cost,
+        byOperator: [...byOperator.values()].map((o) => ({ ...o, cost: formatUnits(o.cost) })),
+        messages: recipients.map((r) => ({
+          msisdn: r.msisdn,
+          operator: r.operator,
+          timezone: r.timezone,
+          content: r.content,
+          encoding: r.encoding,
+          segments: r.segments,
+          sender: r.sender,
+          channel: r.channel,
+          rate: r.rate,
+          cost: formatUnits(r.costUnits),
+        })),
+      },
+    };
+  }
+
+  /**
+   * Seed 003's bulk create: `meta` (promotional only, lang=bn) and a UTF-8 CSV file (a stream of
+   * chunks). 202 with the BUILDING campaign and its upload. On a thrown error nothing is written; the
+   * file may be left partly unread.
+   */
+  async createBulk(
+    rawMeta: unknown,
+    file: AsyncIterable<Buffer | string>,
+    options: SmsRequestOptions,
+  ): Promise<SmsResponse<BulkCreated>> {
+    const { db, settings } = this.deps;
+    const now = (await databaseNow(db)).getTime();
+    const meta = parseRequest(bulkCampaignMetaSchema, rawMeta);
+    const { fileName, ...definition } = meta;
+    const issues: RuleIssue[] = [];
+    if (definition.messageType !== 'PROMOTIONAL') {
+      issues.push({
+        field: 'messageType',
+        rule: 'bulk.promotional-only',
+        message: 'bulk campaigns are PROMOTIONAL only',
+      });
+    }
+    const checked = campaignRuleIssues(definition, now, settings);
+    issues.push(...checked.issues);
+    if (issues.length > 0) throw new SmsValidationError(issues);
+
+    const campaignId = randomUUID();
+    const uploadId = randomUUID();
+    try {
+      const { response, result } = await db.transaction(async (tx) => {
+        await insertUpload(tx, {
+          id: uploadId,
+          campaignId,
+          organizationId: options.organizationId,
+          meta,
+          fileName: fileName ?? null,
+        });
+        const stored = await this.storeFile(tx, uploadId, file);
+        const idempotency = options.idempotency;
+        if (idempotency) {
+          const fingerprint = createHash('sha256')
+            .update(`${idempotency.fingerprint}\n${stored.sha256}`)
+            .digest('hex');
+          const replay = await this.reserve(tx, idempotency, fingerprint);
+          if (replay) throw new Replay(replay);
+        }
+        const result = await this.campaigns.handleInTransaction(
+          tx,
+          campaignId,
+          (at) => ({
+            type: 'CreateCampaign',
+            campaignId,
+            now: at,
+            mode: 'building',
+            organizationId: options.organizationId,
+            channel: 'sms',
+            name: definition.name,
+            startAt: checked.rules.startAt,
+            dispatchDeadline: null,
+            sms: smsDefinition(definition, 'csv'),
+          }),
+          { expectedVersion: 0, ...(options.meta ? { meta: options.meta } : {}) },
+        );
+        const upload = await loadUpload(tx, campaignId);
+        const response: SmsResponse<BulkCreated> = {
+          status: 202,
+          replayed: false,
+          body: { campaign: result.state as ExistingCampaign, upload: uploadView(upload!) },
+        };
+        if (idempotency) {
+          await completeIdempotencyKey(tx, {
+            scope: idempotency.scope,
+            key: idempotency.key,
+            response: { status: response.status, body: response.body },
+          });
+        }
+        return { response, result };
+      });
+      this.campaigns.signalAfterCommit([result]);
+      return response;
+    } catch (error) {
+      if (error instanceof Replay) return error.response as SmsResponse<BulkCreated>;
+      throw error;
+    }
+  }
+
+  /** The campaign (its `sms` facts hold totals, charge and progress counters). */
+  async get(campaignId: string, organizationId?: string): Promise<ExistingCampaign> {
+    const loaded = await campaignAggregate.store.load(this.deps.db, campaignId);
+    const state = loaded?.state;
+    if (
+      !state ||
+      state.status === 'NONE' ||
+      state.channel !== 'sms' ||
+      (organizationId && state.organizationId !== organizationId)
+    ) {
+      throw new NotFoundError(`sms campaign ${campaignId} not found`, { campaignId });
+    }
+    return state;
+  }
+
+  /** A campaign's frozen recipients in creation order (cursor: the last id of the previous page). */
+  async recipients(
+    campaignId: string,
+    options: { after?: string; limit?: number } = {},
+  ): Promise<RecipientRow[]> {
+    return listRecipients(this.deps.db, campaignId, {
+      limit: Math.min(options.limit ?? 100, 1_000),
+      ...options,
+    });
+  }
+
+  /** A CSV campaign's upload and its build's outcome (rows read, accepted, rejected by reason). */
+  async upload(campaignId: string): Promise<UploadView> {
+    const row = await loadUpload(this.deps.db, campaignId);
+    if (!row) throw new NotFoundError(`campaign ${campaignId} has no upload`, { campaignId });
+    return uploadView(row);
+  }
+
+  // ─── internals ──────────────────────────────────────────────────────────────────────────────────
+
+  /** Reserves the key in `tx`; returns the stored response to replay, or null when this request owns it. */
+  private async reserve(
+    tx: SqlClient,
+    idempotency: IdempotencyOptions,
+    requestHash: string,
+  ): Promise<SmsResponse<unknown> | null> {
+    const reservation = await reserveIdempotencyKey(tx, {
+      scope: idempotency.scope,
+      key: idempotency.key,
+      requestHash,
+      ttlMs: this.deps.idempotencyTtlMs,
+    });
+    if (reservation.kind === 'reserved') return null;
+    if (reservation.kind === 'in-flight' || reservation.state !== 'completed') {
+      throw new IdempotencyKeyError(
+        'IDEMPOTENCY_KEY_IN_USE',
+        'a request with this Idempotency-Key is still in progress; retry later',
+        { retryAfterSeconds: IN_PROGRESS_RETRY_AFTER_SECONDS },
+      );
+    }
+    if (reservation.requestHash !== requestHash) {
+      throw new IdempotencyKeyError(
+        'IDEMPOTENCY_KEY_REUSED',
+        'this Idempotency-Key was used for a different request',
+        { field: 'Idempotency-Key' },
+      );
+    }
+    const stored = reservation.response as { status: number; body: unknown };
+    return { status: stored.status, body: stored.body, replayed: true };
+  }
+
+  private async prepareInline(
+    request: ReturnType<typeof inlineCampaignRequestSchema.parse>,
+    organizationId: string,
+    now: number,
+  ): Promise<{ startAt: string | null; recipients: FrozenRecipient[] }> {
+    const { recipients: inputs, ...definition } = request;
+    const { issues, rules } = campaignRuleIssues(definition, now, this.deps.settings);
+    if (issues.length > 0) throw new SmsValidationError(issues);
+    const routing = await this.routing.table(this.deps.db, organizationId, definition.messageType);
+    const context = {
+      templateType: definition.templateType,
+      template: definition.template,
+      tags: rules.tags,
+      lang: definition.lang,
+      routing,
+      defaultZone: this.deps.settings.zone,
+    };
+    const prepared = inputs.map((input, i) => prepareRecipient(`recipients[${i}]`, input, context));
+    const problems = prepared.flatMap((p) => (p.ok ? [] : p.issues));
+    if (problems.length > 0) throw new SmsValidationError(problems);
+    return {
+      startAt: rules.startAt,
+      recipients: prepared.map((p) => (p as Extract<typeof p, { ok: true }>).recipient),
+    };
+  }
+
+  private async createReserved(
+    raw: unknown,
+    options: SmsRequestOptions,
+  ): Promise<SmsResponse<ExistingCampaign>> {
+    const { db, billing } = this.deps;
+    const metaOption = options.meta ? { meta: options.meta } : {};
+    const now = (await databaseNow(db)).getTime();
+    const request = parseRequest(inlineCampaignRequestSchema, raw);
+    const { startAt, recipients } = await this.prepareInline(request, options.organizationId, now);
+    const { recipients: _inputs, ...definition } = request;
+    const sum = totals(recipients);
+    const campaignId = randomUUID();
+    const log = this.logger.child({ aggregateId: campaignId, correlationId: options.meta?.correlationId });
+
+    // Steps 7–9: the DRAFT campaign and its frozen recipients, one transaction.
+    await db.transaction(async (tx) => {
+      await this.campaigns.handleInTransaction(
+        tx,
+        campaignId,
+        (at) => ({
+          type: 'CreateCampaign',
+          campaignId,
+          now: at,
+          mode: 'draft',
+          organizationId: options.organizationId,
+          channel: 'sms',
+          name: definition.name,
+          startAt,
+          dispatchDeadline: null,
+          sms: smsDefinition(definition, 'inline'),
+        }),
+        { expectedVersion: 0, ...metaOption },
+      );
+      await insertRecipients(tx, campaignId, definition.lang, recipients);
+      await this.campaigns.handleInTransaction(
+        tx,
+        campaignId,
+        (at) => ({
+          type: 'AddRecipients',
+          campaignId,
+          now: at,
+          recipients: sum.recipients,
+          segments: sum.segments,
+          cost: sum.cost,
+          rejected: 0,
+        }),
+        metaOption,
+      );
+    });
+
+    // Step 10: one deduction of the total, with the campaign's stable key.
+    const chargeKey = campaignChargeKey(campaignId);
+    if (toUnits(sum.cost) > 0) {
+      try {
+        await billing.deduct({
+          organizationId: options.organizationId,
+          key: chargeKey,
+          amount: sum.cost,
+          reason: `sms campaign ${campaignId}`,
+        });
+      } catch (error) {
+        await this.failUncharged(campaignId, options.organizationId, chargeKey, error, metaOption, log);
+        throw error instanceof InsufficientBalanceError || error instanceof BillingUnavailableError
+          ? error
+          : new BillingUnavailableError(`billing failed: ${errorMessage(error)}`, { key: chargeKey }, error);
+      }
+    }
+    const idempotency = options.idempotency;
+    const activated = await db.transaction(async (tx) => {
+      const result = await this.campaigns.handleInTransaction(
+        tx,
+        campaignId,
+        (at) => ({
+          type: 'ActivateCampaign',
+          campaignId,
+          now: at,
+          charge: { key: chargeKey, amount: sum.cost },
+        }),
+        metaOption,
+      );
+      if (idempotency) {
+        await completeIdempotencyKey(tx, {
+          scope: idempotency.scope,
+          key: idempotency.key,
+          response: { status: 201, body: result.state },
+        });
+      }
+      return result;
+    });
+    this.campaigns.signalAfterCommit([activated]);
+    log.info(
+      {
+        recipients: sum.recipients,
+        totalCost: sum.cost,
+        status: (activated.state as ExistingCampaign).status,
+      },
+      'sms campaign created and charged',
+    );
+    return { status: 201, body: activated.state as ExistingCampaign, replayed: false };
+  }
+
+  /**
+   * The deduction failed or its outcome is unknown: reverse by the key (best effort; a reversal of a
+   * deduction that never happened blocks its late arrival), then FAILED — or, when even the reversal
+   * could not be made and the charge may stand, the DRAFT stays for stale recovery to reverse (part 2).
+   */
+  private async failUncharged(
+    campaignId: string,
+    organizationId: string,
+    chargeKey: string,
+    cause: unknown,
+    metaOption: { meta?: EventMeta },
+    log: Logger,
+  ): Promise<void> {
+    const definitive = cause instanceof InsufficientBalanceError;
+    let reversed = false;
+    try {
+      await this.deps.billing.reverse(
+        organizationId,
+        chargeKey,
+        `campaign creation failed: ${errorMessage(cause)}`,
+      );
+      reversed = true;
+    } catch (error) {
+      log.warn(
+        { err: error, key: chargeKey },
+        'could not reverse the charge; the DRAFT is left for recovery',
+      );
+    }
+    if (!definitive && !reversed) return;
+    await this.campaigns
+      .handle(
+        campaignId,
+        (at) => ({
+          type: 'FailCampaign',
+          campaignId,
+          now: at,
+          reason: definitive
+            ? `insufficient balance: ${errorMessage(cause)}`
+            : `billing failed: ${errorMessage(cause)}`,
+        }),
+        metaOption,
+      )
+      .catch((error: unknown) => log.error({ err: error }, 'could not mark the campaign FAILED'));
+  }
+
+  /** Streams the file into upload chunks, hashing it; refuses an empty or too large one. */
+  private async storeFile(
+    tx: SqlClient,
+    uploadId: string,
+    file: AsyncIterable<Buffer | string>,
+  ): Promise<{ sizeBytes: number; sha256: string; chunks: number }> {
+    const hash = createHash('sha256');
+    const max = this.deps.settings.bulkMaxBytes;
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    let size = 0;
+    let seq = 0;
+    const flush = async () => {
+      if (pendingBytes === 0) return;
+      await insertUploadChunk(tx, uploadId, seq++, Buffer.concat(pending, pendingBytes));
+      pending = [];
+      pendingBytes = 0;
+    };
+    for await (const piece of file) {
+      const buffer = typeof piece === 'string' ? Buffer.from(piece, 'utf8') : piece;
+      size += buffer.length;
+      if (size > max) {
+        throw new SmsValidationError([
+          { field: 'file', rule: 'file.too-large', message: `the file is larger than ${max} bytes` },
+        ]);
+      }
+      hash.update(buffer);
+      pending.push(buffer);
+      pendingBytes += buffer.length;
+      if (pendingBytes >= UPLOAD_CHUNK_BYTES) await flush();
+    }
+    await flush();
+    if (size === 0)
+      throw new SmsValidationError([{ field: 'file', rule: 'file.empty', message: 'the CSV file is empty' }]);
+    const stored = { sizeBytes: size, sha256: hash.digest('hex'), chunks: seq };
+    await sealUpload(tx, uploadId, stored);
+    return stored;
+  }
+}
+
+function smsDefinition(definition: CampaignDefinition, source: 'inline' | 'csv'): SmsDefinition {
+  return {
+    messageType: definition.messageType,
+    lang: definition.lang,
+    operatorCampaignId: definition.campaignId ?? null,
+    templateType: definition.templateType,
+    template: definition.template,
+    source,
+    sendWindow: definition.sendWindow ?? null,
+  };
+}
