@@ -47,6 +47,7 @@ docker_start() {
       -e KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR=1 -e KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR=1
       -e KAFKA_TRANSACTION_STATE_LOG_MIN_ISR=1 -e KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS=0
       -e KAFKA_NUM_PARTITIONS=4 apache/kafka:3.9.1) ;;
+    *) die "no Docker variant of $s (the TLS instances run natively only)" ;;
   esac
   log "starting docker container $name (untested path)"
   docker run -d --rm --name "$name" "${args[@]}" >/dev/null || die "docker run failed"

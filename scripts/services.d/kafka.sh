@@ -2,7 +2,8 @@
 # Kafka: a single KRaft node (broker + controller) from the Maven Central jars, PLAINTEXT on
 # 127.0.0.1:19092, controller on 127.0.0.1:19093, data + logs under .services/kafka.
 # The jars are resolved once by scripts/kafka/pom.xml into .cache/kafka/<version>/lib, which
-# survives `down --purge`.
+# survives `down --purge`. The TLS instance (tls.sh) runs these functions with its own paths, a
+# configuration of its own and KAFKA_FORMAT_ARGS (its SCRAM users) added to the storage format.
 
 KAFKA_PORT=$((19092 + HERALD_SERVICES_PORT_OFFSET))
 KAFKA_CONTROLLER_PORT=$((19093 + HERALD_SERVICES_PORT_OFFSET))
@@ -55,21 +56,27 @@ kafka_fetch_jars() {
   lib=$(kafka_lib)
   [[ -f $lib/.complete ]] && return 0
   command -v mvn >/dev/null 2>&1 || die "mvn not found (needed once to fetch the Kafka jars)"
-  t0=$(now_ms)
-  log "fetching Kafka $(kafka_version) jars from Maven Central into $lib"
   mkdir -p "$(dirname "$lib")"
-  tmp="$lib.tmp.$$"
-  rm -rf "$tmp"
-  if ! mvn -q -B -Dstyle.color=never -f "$KAFKA_POM" dependency:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$tmp" </dev/null >"$(dirname "$lib")/mvn.log" 2>&1; then
+  # kafka and kafka-tls may start at once: one fetches, the other waits for it. The lock is held in
+  # a subshell, so no daemon started afterwards inherits it.
+  (
+    flock -w 900 9 || die "cannot lock $(dirname "$lib")/.fetch.lock"
+    [[ -f $lib/.complete ]] && exit 0
+    t0=$(now_ms)
+    log "fetching Kafka $(kafka_version) jars from Maven Central into $lib"
+    tmp="$lib.tmp.$BASHPID"
     rm -rf "$tmp"
-    tail_log "$(dirname "$lib")/mvn.log"
-    die "mvn dependency:copy-dependencies failed"
-  fi
-  touch "$tmp/.complete"
-  rm -rf "$lib"
-  mv "$tmp" "$lib"
-  log "jars fetched in $(since "$t0")"
+    if ! mvn -q -B -Dstyle.color=never -f "$KAFKA_POM" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$tmp" </dev/null >"$(dirname "$lib")/mvn.log" 2>&1; then
+      rm -rf "$tmp"
+      tail_log "$(dirname "$lib")/mvn.log"
+      die "mvn dependency:copy-dependencies failed"
+    fi
+    touch "$tmp/.complete"
+    rm -rf "$lib"
+    mv "$tmp" "$lib"
+    log "jars fetched in $(since "$t0")"
+  ) 9>"$(dirname "$lib")/.fetch.lock" || exit 1
 }
 
 kafka_write_conf() {
@@ -114,6 +121,7 @@ kafka_start() {
     if ! java -cp "$lib/*" -Dlog4j.configuration="file:$REPO_ROOT/scripts/kafka/log4j.properties" \
       -Dkafka.logs.dir="$KAFKA_LOG_DIR" kafka.tools.StorageTool format \
       --cluster-id="$cluster_id" -c "$KAFKA_DIR/server.properties" --ignore-formatted \
+      ${KAFKA_FORMAT_ARGS[@]+"${KAFKA_FORMAT_ARGS[@]}"} \
       </dev/null >"$KAFKA_DIR/format.log" 2>&1; then
       tail_log "$KAFKA_DIR/format.log"
       die "kafka storage format failed"

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # PostgreSQL: a private cluster in .services/postgres/data, run as the `postgres` OS user when
 # invoked as root (the server refuses to run as root), listening on 127.0.0.1:54329 only.
+# PG_CONF_EXTRA, PG_HBA and PG_BOOTSTRAP_EXTRA are hooks for the TLS instance (tls.sh).
 
 PG_PORT=$((54329 + HERALD_SERVICES_PORT_OFFSET))
 PG_DIR="$SERVICES_DIR/postgres"
@@ -91,6 +92,13 @@ logging_collector = off
 log_min_messages = warning
 log_line_prefix = '%m [%p] '
 CONF
+  # Instance hooks (the TLS instance, scripts/services.d/tls.sh): settings appended (later ones win)
+  # and pg_hba.conf rewritten on every start.
+  if [[ -n ${PG_CONF_EXTRA:-} ]]; then printf '%s\n' "$PG_CONF_EXTRA" >>"$PG_DATA/herald.conf"; fi
+  if [[ -n ${PG_HBA:-} ]]; then
+    printf '%s\n' "$PG_HBA" >"$PG_DATA/pg_hba.conf"
+    ((EUID == 0)) && chown postgres: "$PG_DATA/pg_hba.conf"
+  fi
   ((EUID == 0)) && chown postgres: "$PG_DATA/herald.conf"
   return 0
 }
@@ -138,9 +146,11 @@ postgres_start() {
   fi
   wait_ready "PostgreSQL" 30 "$PG_LOG" "" postgres_probe || die "PostgreSQL not accepting connections"
   # Role + database (idempotent). Superuser is fine for a dev instance (migrations, pg_notify, ...).
-  if ! "$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -qAtX -v ON_ERROR_STOP=1 >/dev/null <<'SQL'; then
+  # (Unquoted heredoc for the instance hook PG_BOOTSTRAP_EXTRA: the SQL itself has no $ or backticks.)
+  if ! "$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -qAtX -v ON_ERROR_STOP=1 >/dev/null <<SQL; then
 SELECT 'CREATE ROLE herald LOGIN SUPERUSER' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'herald')\gexec
 SELECT 'CREATE DATABASE herald OWNER herald' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'herald')\gexec
+${PG_BOOTSTRAP_EXTRA:-}
 SQL
     die "could not create role/database herald"
   fi

@@ -3,11 +3,18 @@
  * with capped exponential backoff until the broker answers; a lost connection is reported through
  * `onLost` and every holder re-opens on its own schedule, so a broker outage delays work and never
  * crashes a process (invariant 2). Driver errors become BrokerUnavailableError here.
+ *
+ * An amqps:// URL is verified against the CA in its `cacertfile` parameter (the system's CAs without
+ * it) and the URL's host name, or `server_name_indication` when given; `certfile` and `keyfile` present
+ * a client certificate (RabbitMQ's URI query parameters; loadConfig writes HERALD_AMQP_*_PATH into
+ * them, ADR 0015). The files are read on every connect, so a reconnect picks up renewed ones.
  */
+import type { ConnectionOptions } from 'node:tls';
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type Options } from 'amqplib';
-import { BrokerUnavailableError } from '../../errors.js';
+import { BrokerUnavailableError, ConfigError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { abortableDelay, retryDelayMs } from '../../runtime/backoff.js';
+import { readTlsFiles } from '../tls-files.js';
 
 export type QueueType = 'quorum' | 'classic';
 export type { Channel, ConfirmChannel };
@@ -19,6 +26,20 @@ export interface AmqpConnectionOptions {
   heartbeatSeconds?: number;
   /** Bounds the TCP connect + AMQP handshake, so an unreachable or hung broker fails fast. Default 10 s. */
   connectTimeoutMs?: number;
+}
+
+/** Takes RabbitMQ's TLS URI parameters out of `url` and returns them as tls.connect options. */
+export function amqpTlsOptions(url: URL): ConnectionOptions {
+  const params = url.searchParams;
+  const files = {
+    caPath: params.get('cacertfile') ?? undefined,
+    certPath: params.get('certfile') ?? undefined,
+    keyPath: params.get('keyfile') ?? undefined,
+  };
+  const serverName = params.get('server_name_indication') ?? undefined;
+  for (const name of ['cacertfile', 'certfile', 'keyfile', 'server_name_indication']) params.delete(name);
+  if (url.protocol !== 'amqps:') return {};
+  return { ...readTlsFiles(files, 'AMQP'), ...(serverName ? { servername: serverName } : {}) };
 }
 
 export class AmqpConnection {
@@ -56,13 +77,16 @@ export class AmqpConnection {
   private async open(): Promise<void> {
     try {
       const url = new URL(this.options.url);
+      const tls = amqpTlsOptions(url);
       if (!url.searchParams.has('heartbeat'))
         url.searchParams.set('heartbeat', String(this.options.heartbeatSeconds ?? 10));
       this.model = await amqp.connect(url.toString(), {
+        ...tls,
         clientProperties: { connection_name: this.options.name },
         timeout: this.options.connectTimeoutMs ?? 10_000,
       });
     } catch (error) {
+      if (error instanceof ConfigError) throw error; // an unreadable TLS file: no broker to blame
       throw new BrokerUnavailableError(`cannot connect to RabbitMQ: ${(error as Error).message}`, error);
     }
     const model = this.model;

@@ -6,6 +6,9 @@
  *   policy or ACL); the attempt counts toward `dead`.
  * - `unavailable`: the broker never judged it (connection refused or lost, timeouts, leader elections,
  *   idempotent-producer state the broker no longer has); the row waits and is never made dead for it.
+ * Every client connects with the configured security (HERALD_KAFKA_SECURITY_PROTOCOL, ADR 0015): TLS
+ * verified against the CA file (the system's CAs without one) and the broker's advertised host name,
+ * SASL PLAIN or SCRAM.
  */
 import {
   Kafka,
@@ -15,9 +18,11 @@ import {
   logLevel,
   type RetryOptions,
 } from 'kafkajs';
-import { errorMessage } from '../../errors.js';
+import type { KafkaSecurity } from '../../connections.js';
+import { ConfigError, errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { PublishFailure } from '../../ports/message-sink.js';
+import { readTlsFiles } from '../tls-files.js';
 
 export interface KafkaClientOptions {
   brokers: readonly string[];
@@ -29,6 +34,34 @@ export interface KafkaClientOptions {
   requestTimeoutMs?: number;
   /** kafkajs' own retries for cluster-level operations (connect, metadata). */
   retry?: RetryOptions;
+  /** TLS and SASL (config.kafka.security); absent: PLAINTEXT. */
+  security?: KafkaSecurity | undefined;
+}
+
+/** kafkajs' `ssl` and `sasl` options for the configured security protocol. */
+export function kafkaSecurityOptions(security: KafkaSecurity | undefined): Pick<KafkaConfig, 'ssl' | 'sasl'> {
+  if (!security) return {};
+  const options: Pick<KafkaConfig, 'ssl' | 'sasl'> = {};
+  if (security.tls) options.ssl = readTlsFiles(security.tls, 'Kafka');
+  if (security.sasl) {
+    const { mechanism, username, password } = security.sasl;
+    switch (mechanism) {
+      case 'PLAIN':
+        options.sasl = { mechanism: 'plain', username, password };
+        break;
+      case 'SCRAM-SHA-256':
+        options.sasl = { mechanism: 'scram-sha-256', username, password };
+        break;
+      case 'SCRAM-SHA-512':
+        options.sasl = { mechanism: 'scram-sha-512', username, password };
+        break;
+      default: {
+        const unknown: never = mechanism;
+        throw new ConfigError('HERALD_KAFKA_SASL_MECHANISM', `${String(unknown)} is not supported`);
+      }
+    }
+  }
+  return options;
 }
 
 /**
@@ -61,6 +94,7 @@ export function createKafka(options: KafkaClientOptions): Kafka {
     logLevel: logLevel.WARN,
     logCreator: pinoLogCreator(options.logger),
     retry: options.retry ?? { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
+    ...kafkaSecurityOptions(options.security),
   };
   return new Kafka(config);
 }

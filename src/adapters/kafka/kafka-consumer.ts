@@ -15,6 +15,7 @@
  * kafkajs reconnects and re-joins by itself after a broker outage (its consumer restarts on crash).
  */
 import type { Consumer, IHeaders, KafkaMessage } from 'kafkajs';
+import type { KafkaSecurity } from '../../connections.js';
 import { BrokerUnavailableError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { HEADER } from '../../messaging/headers.js';
@@ -50,6 +51,8 @@ export type KafkaConsumerState =
 
 export interface KafkaTopicConsumerOptions {
   brokers: readonly string[];
+  /** TLS and SASL (config.kafka.security). */
+  security?: KafkaSecurity | undefined;
   clientId: string;
   groupId: string;
   topic: string;
@@ -82,6 +85,7 @@ export class KafkaTopicConsumer {
   private constructor(private readonly options: KafkaTopicConsumerOptions) {
     const kafka = createKafka({
       brokers: options.brokers,
+      security: options.security,
       clientId: options.clientId,
       logger: options.logger,
       retry: { retries: 5, initialRetryTime: 200, maxRetryTime: 5_000 },

@@ -10,6 +10,7 @@
  * unsettled, its offset stays, and the message comes back. A waiting retry copy blocks only its retry
  * partition, never the main topic; retries trade the key's order for progress (as on RabbitMQ).
  */
+import type { KafkaSecurity } from '../../connections.js';
 import { BrokerUnavailableError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { HEADER } from '../../messaging/headers.js';
@@ -31,6 +32,8 @@ export const deadTopicName = (topic: string) => `${topic}.dead`;
 
 export interface KafkaTransportOptions {
   brokers: readonly string[];
+  /** TLS and SASL (config.kafka.security). */
+  security?: KafkaSecurity | undefined;
   clientId: string;
   groupId: string;
   topic: string;
@@ -68,6 +71,7 @@ export class KafkaConsumerTransport implements ConsumerTransport {
   constructor(private readonly options: KafkaTransportOptions) {
     this.sink = new KafkaSink({
       brokers: options.brokers,
+      security: options.security,
       clientId: options.clientId,
       maxBatchMessages: 1,
       logger: options.logger,
@@ -94,6 +98,7 @@ export class KafkaConsumerTransport implements ConsumerTransport {
     const admin = new KafkaTopicAdmin(
       createKafka({
         brokers: this.options.brokers,
+        security: this.options.security,
         clientId: this.options.clientId,
         logger: this.options.logger,
       }),
@@ -130,6 +135,7 @@ export class KafkaConsumerTransport implements ConsumerTransport {
     };
     const common = {
       brokers: this.options.brokers,
+      security: this.options.security,
       clientId: this.options.clientId,
       fromBeginning: this.options.fromBeginning,
       concurrency: this.options.concurrency,

@@ -3,12 +3,12 @@
  * the server behind an admin URL. Never used by the roles in production.
  */
 import pg from 'pg';
-import { translateDatabaseError } from './database.js';
+import { postgresTls, translateDatabaseError } from './database.js';
 
 const DATABASE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 async function withAdmin<T>(adminUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: adminUrl });
+  const client = new pg.Client(postgresTls(adminUrl));
   client.on('error', () => {});
   try {
     await client.connect();

@@ -2,12 +2,17 @@
  * PostgreSQL connection pool and transactions. Every connection's search_path is the configured
  * schema, so query modules use unqualified table names. Driver errors become typed errors here:
  * lost connections → DatabaseUnavailableError; unique violations on the event stream →
- * ConcurrencyError (raised by the event store, which knows the stream).
+ * ConcurrencyError (raised by the event store, which knows the stream). TLS comes from the URL's libpq
+ * parameters (sslmode, sslrootcert, sslcert, sslkey; loadConfig writes the HERALD_DB_SSL* variables
+ * into them, ADR 0015), with libpq's meaning of each sslmode.
  */
 import { createHash } from 'node:crypto';
+import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
-import { DatabaseUnavailableError, HeraldError } from '../../errors.js';
+import type { PostgresSslMode } from '../../connections.js';
+import { ConfigError, DatabaseUnavailableError, HeraldError } from '../../errors.js';
 import type { Database, QueryResult, SqlClient, TransactionOptions } from '../../ports/database.js';
+import { readTlsFiles } from '../tls-files.js';
 
 // bigint (int8) columns arrive as strings by default; positions and ids stay well below 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -77,10 +82,54 @@ export interface DatabaseOptions {
   prepare?: boolean;
 }
 
+const TLS_PARAMETERS = ['sslmode', 'sslrootcert', 'sslcert', 'sslkey', 'ssl', 'uselibpqcompat'];
+
+/**
+ * pg's `ssl` option from a URL's libpq TLS parameters, and the URL without them (pg would otherwise
+ * apply its own reading of them over this option; it treats require and verify-ca as verify-full).
+ * libpq's meanings: disable — plain text; require — encrypted, the server verified only when a CA is
+ * given (then as verify-ca); verify-ca — the chain checked against the CA, not the host name;
+ * verify-full — the chain and the host name (the system's CAs without sslrootcert). `ssl` is always set,
+ * so the driver never falls back to PGSSLMODE from the environment.
+ */
+export function postgresTls(url: string): { connectionString: string; ssl: false | ConnectionOptions } {
+  if (!TLS_PARAMETERS.some((name) => url.includes(`${name}=`))) return { connectionString: url, ssl: false };
+  const parsed = new URL(url);
+  const params = parsed.searchParams;
+  const mode = (params.get('sslmode') ?? undefined) as PostgresSslMode | undefined;
+  const files = {
+    caPath: params.get('sslrootcert') ?? undefined,
+    certPath: params.get('sslcert') ?? undefined,
+    keyPath: params.get('sslkey') ?? undefined,
+  };
+  for (const name of TLS_PARAMETERS) params.delete(name);
+  const connectionString = parsed.toString();
+  if (mode === undefined || mode === 'disable') return { connectionString, ssl: false };
+  const tls: ConnectionOptions = readTlsFiles(files, 'PostgreSQL');
+  const skipHostName = { checkServerIdentity: () => undefined };
+  switch (mode) {
+    case 'require':
+      return {
+        connectionString,
+        ssl: tls.ca ? { ...tls, ...skipHostName } : { ...tls, rejectUnauthorized: false },
+      };
+    case 'verify-ca':
+      return { connectionString, ssl: { ...tls, ...skipHostName } };
+    case 'verify-full':
+      return { connectionString, ssl: tls };
+    default: {
+      const unknown: never = mode;
+      throw new ConfigError('DATABASE_URL', `sslmode=${String(unknown)} is not supported`);
+    }
+  }
+}
+
 /** Connection settings shared by the pool and by dedicated clients (LISTEN, migrations). */
 export function connectionConfig(options: DatabaseOptions): pg.ClientConfig {
+  const { connectionString, ssl } = postgresTls(options.url);
   return {
-    connectionString: options.url,
+    connectionString,
+    ssl,
     options: `-c search_path=${options.schema},public`,
     application_name: options.applicationName ?? 'herald',
     connectionTimeoutMillis: 10_000,

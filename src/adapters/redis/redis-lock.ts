@@ -7,16 +7,26 @@
  * So the adapter must never stall a caller: no offline queue (a command sent while disconnected is
  * refused at once instead of piling up), a bounded connect and command timeout, reconnection in the
  * background, and driver errors mapped to 'unavailable' (and logged) instead of thrown.
+ *
+ * ACL credentials and TLS come from config.redis (ADR 0015): a rediss:// URL is verified against the
+ * CA file (the system's CAs without one) and the URL's host name, with an optional client certificate.
  */
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
+import type { TlsFiles } from '../../connections.js';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { retryDelayMs } from '../../runtime/backoff.js';
+import { readTlsFiles } from '../tls-files.js';
 
 export type SetOnceResult = 'acquired' | 'taken' | 'unavailable';
 
 export interface RedisLockOptions {
   url: string;
+  /** ACL user and password; they take precedence over credentials in the URL. */
+  username?: string | undefined;
+  password?: string | undefined;
+  /** CA and client certificate files of a rediss:// URL. */
+  tls?: TlsFiles | undefined;
   logger: Logger;
   /** Bounds the TCP connect, each command, and how long a command waits for a connection in progress. */
   timeoutMs?: number;
@@ -42,7 +52,19 @@ export class RedisLock {
   constructor(options: RedisLockOptions) {
     this.timeoutMs = options.timeoutMs ?? 500;
     this.logger = options.logger.child({ component: 'redis' });
-    this.client = new Redis(options.url, {
+    const credentials: RedisOptions = {
+      ...(options.username !== undefined ? { username: options.username } : {}),
+      ...(options.password !== undefined ? { password: options.password } : {}),
+      ...(options.tls ? { tls: readTlsFiles(options.tls, 'Redis') } : {}),
+    };
+    // ioredis lets a URL's own user:password win over options: pass them only one way.
+    const url = new URL(options.url);
+    if (options.username !== undefined || options.password !== undefined) {
+      url.username = '';
+      url.password = '';
+    }
+    this.client = new Redis(url.toString(), {
+      ...credentials,
       connectionName: options.name ?? 'herald',
       connectTimeout: this.timeoutMs,
       commandTimeout: this.timeoutMs,
