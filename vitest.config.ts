@@ -18,6 +18,9 @@ export default defineConfig({
       },
       { extends: true, test: { name: 'serial', include: serial, fileParallelism: false } },
     ],
+    // Role processes the tests spawn (the CLI, children) inherit these: each serves its metrics
+    // endpoint on a free loopback port instead of the default 9464 (ADR 0013).
+    env: { HERALD_METRICS_HOST: '127.0.0.1', HERALD_METRICS_PORT: '0' },
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: 'forks',

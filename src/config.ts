@@ -4,6 +4,14 @@
  * Nothing else in Herald reads `process.env`.
  */
 import { z } from 'zod';
+import {
+  connectionEnvShape,
+  connectionSettings,
+  type KafkaSecurity,
+  type RedisConnection,
+  readSecretFiles,
+} from './connections.js';
+import { isValidTimezone, parseDailyWindow, type SendWindowPolicy } from './domain/sms/windows.js';
 import { ConfigError } from './errors.js';
 
 const identifier = z
@@ -41,6 +49,8 @@ const envSchema = z.object({
     .transform((value) => value === 'true' || value === '1'),
   HERALD_KAFKA_TOPIC_PARTITIONS: positiveInt.max(10_000).optional(),
   HERALD_KAFKA_REPLICATION_FACTOR: positiveInt.max(100).optional(),
+  // TLS and authentication to every service (src/connections.ts, ADR 0015).
+  ...connectionEnvShape,
   HERALD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   HERALD_POD: z.string().min(1).optional(),
 
@@ -111,6 +121,69 @@ const envSchema = z.object({
   HERALD_CRON_BACKFILL_MAX: positiveInt.max(100_000).default(1_000),
   HERALD_SMTP_URL: url(['smtp', 'smtps']).optional(),
   HERALD_SMTP_FROM: z.string().min(3).optional(),
+
+  // The HTTP API (`herald api`, ADR 0012).
+  HERALD_API_HOST: z.string().min(1).default('127.0.0.1'),
+  HERALD_API_PORT: nonNegativeInt.max(65_535).default(8080),
+  HERALD_API_BODY_LIMIT_BYTES: positiveInt.max(100 * 1024 * 1024).default(1_048_576),
+  HERALD_API_SHUTDOWN_TIMEOUT_SECONDS: positiveInt.default(10),
+  HERALD_IDEMPOTENCY_TTL_HOURS: positiveInt.max(24 * 365).default(24),
+  HERALD_DEMO_API_SECONDS: nonNegativeInt.max(86_400).default(0),
+
+  // Every long-running role's /metrics, /healthz and /readyz (ADR 0013).
+  HERALD_METRICS_HOST: z.string().min(1).default('0.0.0.0'),
+  HERALD_METRICS_PORT: nonNegativeInt.max(65_535).default(9464),
+  HERALD_READY_TIMEOUT_MS: positiveInt.max(60_000).default(1_000),
+  HERALD_READY_MAX_LEASE_AGE_SECONDS: nonNegativeInt.optional(),
+  HERALD_READY_MAX_PROJECTION_LAG_SECONDS: nonNegativeInt.default(300),
+  HERALD_READY_STARTUP_GRACE_SECONDS: nonNegativeInt.default(60),
+  // OpenTelemetry's own variables (ADR 0017): tracing is on when an OTLP endpoint is set.
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
+  OTEL_SDK_DISABLED: z.enum(['true', 'false']).optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).optional(),
+  OTEL_BSP_SCHEDULE_DELAY: nonNegativeInt.default(5_000),
+
+  // SMS campaigns (seed 003, ADR 0014).
+  HERALD_SMS_TIMEZONE: z
+    .string()
+    .refine(isValidTimezone, 'must be an IANA time zone such as Asia/Dhaka')
+    .default('Asia/Dhaka'),
+  HERALD_SMS_PROMOTIONAL_WINDOW: z
+    .string()
+    .refine((v) => parseDailyWindow(v) !== null, 'must be HH:MM[:SS]-HH:MM[:SS] with start before end')
+    .default('09:00-21:00'),
+  HERALD_SMS_MIN_LEAD_SECONDS: nonNegativeInt.default(300),
+  HERALD_SMS_MAX_FUTURE_DAYS: positiveInt.max(3_650).default(30),
+  HERALD_SMS_BULK_MAX_RECIPIENTS: positiveInt.max(10_000_000).default(1_000_000),
+  HERALD_SMS_BULK_MAX_BYTES: positiveInt.default(256 * 1024 * 1024),
+  HERALD_SMS_BUILD_BATCH_SIZE: positiveInt.max(10_000).default(1_000),
+  HERALD_SMS_BUILD_STALE_SECONDS: positiveInt.default(300),
+  HERALD_SMS_DISPATCH_BATCH_SIZE: positiveInt.max(10_000).default(999),
+  HERALD_SMS_SINK: z.enum(['kafka', 'amqp']).default('kafka'),
+  HERALD_SMS_SUBMIT_TOPIC: z
+    .string()
+    .regex(/^[a-zA-Z0-9._-]{1,200}$/, 'must be 1..200 of [a-zA-Z0-9._-]')
+    .default('sms.submit'),
+  HERALD_SMS_DLR_TOPIC: z
+    .string()
+    .regex(/^[a-zA-Z0-9._-]{1,200}$/, 'must be 1..200 of [a-zA-Z0-9._-]')
+    .default('sms.dlr'),
+  HERALD_SMS_SIMULATOR_OUTCOMES: z
+    .string()
+    .regex(
+      /^(DELIVERED|FAILED|EXPIRED|REJECTED|NOT_AVAILABLE)=\d+(,(DELIVERED|FAILED|EXPIRED|REJECTED|NOT_AVAILABLE)=\d+)*$/,
+      'must be OUTCOME=weight[,…] with outcomes DELIVERED, FAILED, EXPIRED, REJECTED, NOT_AVAILABLE',
+    )
+    .default('DELIVERED=90,FAILED=4,EXPIRED=2,REJECTED=2,NOT_AVAILABLE=2'),
+  HERALD_SMS_SIMULATOR_LATENCY_MS: z
+    .string()
+    .regex(/^\d+(-\d+)?$/, 'must be <ms> or <min>-<max>')
+    .default('20-200'),
+  HERALD_SMS_SIMULATOR_FAILED_CODES: z
+    .string()
+    .regex(/^[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*$/, 'must be code[,code…]')
+    .default('1,27,31,34,36'),
 });
 
 export type HeraldEnv = z.infer<typeof envSchema>;
@@ -121,7 +194,9 @@ export interface HeraldConfig {
   readonly dbPoolSize: number;
   readonly amqpUrl: string | undefined;
   readonly amqpQueueType: 'quorum' | 'classic';
+  /** REDIS_URL as given; `redis` is how to connect (ACL credentials and TLS, ADR 0015). */
   readonly redisUrl: string | undefined;
+  readonly redis: RedisConnection | undefined;
   /** Redis key prefix of the tick role's per-minute SET NX keys (seed 000: CAMPAIGN_SCHEDULE_TICK). */
   readonly tickKeyPrefix: string;
   readonly kafkaBrokers: readonly string[];
@@ -136,8 +211,14 @@ export interface HeraldConfig {
   readonly maintenance: MaintenanceSettings;
   readonly cron: CronSettings;
   readonly actions: ActionSettings;
+  readonly api: ApiSettings;
+  readonly observability: ObservabilitySettings;
+  readonly tracing: TracingSettings;
+  readonly sms: SmsSettings;
   /** Settings that work together but weaken a guarantee; logged by every role at start-up. */
   readonly warnings: readonly string[];
+  /** Every secret value of the configuration (passwords): the logger scrubs them from its output. */
+  readonly secrets: readonly string[];
 }
 
 /** Cron jobs (ADR 0011): the executors' outbound allowlist and limits, and the SMTP server of `email` jobs. */
@@ -188,6 +269,112 @@ function cronSettings(e: HeraldEnv): CronSettings {
     backfillMax: e.HERALD_CRON_BACKFILL_MAX,
     smtpUrl: e.HERALD_SMTP_URL,
     smtpFrom: e.HERALD_SMTP_FROM,
+  };
+}
+
+/** The role endpoint: /metrics, /healthz, /readyz (docs/decisions/0013-metrics-and-health.md). */
+export interface ObservabilitySettings {
+  /** Address the endpoint listens on (0.0.0.0: reachable from the pod's network). */
+  readonly host: string;
+  /** 0: any free port (tests). Roles run in one process (`herald all`) share one endpoint. */
+  readonly port: number;
+  /** Bound on each database read of a readiness check. */
+  readonly readyTimeoutMs: number;
+  /** Seed 003's lease-age check: a required lease renewed longer ago fails readiness; 0: not checked. */
+  readonly maxLeaseAgeSeconds: number;
+  /** A projection checkpoint whose oldest unapplied entry is older fails readiness; 0: not checked. */
+  readonly maxProjectionLagSeconds: number;
+  /** After start, lease and lag failures are reported but do not fail readiness for this long (seed 003). */
+  readonly startupGraceMs: number;
+}
+
+/** OpenTelemetry tracing (docs/decisions/0017-tracing.md); the SDK reads the other OTEL_* variables. */
+export interface TracingSettings {
+  /** An OTLP endpoint is configured and OTEL_SDK_DISABLED is not `true`. */
+  readonly enabled: boolean;
+  /** OTEL_SERVICE_NAME; unset: `herald-<role>`. */
+  readonly serviceName: string | undefined;
+  /** OTEL_BSP_SCHEDULE_DELAY: ms between span exports. */
+  readonly exportDelayMs: number;
+}
+
+/** The HTTP API (`herald api`, docs/decisions/0012-http-api.md). */
+export interface ApiSettings {
+  readonly host: string;
+  /** 0: any free port (tests, the demo). */
+  readonly port: number;
+  /** Largest request body accepted (larger: 413). */
+  readonly bodyLimitBytes: number;
+  /** On SIGTERM, in-flight requests get this long to finish before their connections are closed. */
+  readonly shutdownTimeoutMs: number;
+  /** An Idempotency-Key is remembered this long after its request completed (then a retry is a new request). */
+  readonly idempotencyTtlMs: number;
+  /** `npm run demo` keeps its API up this long after the demo's run (0: it exits at once; Ctrl-C ends it). */
+  readonly demoHoldMs: number;
+}
+
+/** SMS campaigns (seed 003, docs/decisions/0014-sms-campaigns.md). */
+export interface SmsSettings {
+  /** Campaign zone: scheduledAt without an offset, the promotional window, recipients of unknown zone. */
+  readonly zone: string;
+  /** Seed 003's BTRC window for promotional traffic (daily, in `zone`). */
+  readonly promotionalWindow: SendWindowPolicy;
+  /** A SCHEDULED campaign starts at least this long after it is created. */
+  readonly minLeadMs: number;
+  /** …and at most this long after. */
+  readonly maxFutureMs: number;
+  /** Seed 003's campaign.bulk.max-recipients: most valid rows of a CSV campaign. */
+  readonly bulkMaxRecipients: number;
+  /** Largest CSV file accepted. */
+  readonly bulkMaxBytes: number;
+  /** CSV rows priced and saved per build transaction. */
+  readonly buildBatchSize: number;
+  /** A build attempt without a saved batch for this long is taken over (and fails safe if it saved any). */
+  readonly buildStaleMs: number;
+  /** Recipients claimed per dispatch transaction (seed 003: 999). */
+  readonly dispatchBatchSize: number;
+  /** Where submission chunks go: Kafka (default) or RabbitMQ (a queue named like the topic). */
+  readonly sink: 'kafka' | 'amqp';
+  readonly submitTopic: string;
+  /** Where the SMS gateway (or `herald sms-simulator`) writes delivery reports. */
+  readonly dlrTopic: string;
+  readonly simulator: {
+    readonly outcomes: readonly { readonly outcome: string; readonly weight: number }[];
+    readonly latencyMs: { readonly min: number; readonly max: number };
+    readonly failedCodes: readonly string[];
+  };
+}
+
+function smsSettings(e: HeraldEnv): SmsSettings {
+  const outcomes = e.HERALD_SMS_SIMULATOR_OUTCOMES.split(',').map((pair) => {
+    const [outcome, weight] = pair.split('=');
+    return { outcome: outcome!, weight: Number(weight) };
+  });
+  if (outcomes.every((o) => o.weight === 0)) {
+    throw new ConfigError('HERALD_SMS_SIMULATOR_OUTCOMES', 'at least one weight must be positive');
+  }
+  const [min, max] = e.HERALD_SMS_SIMULATOR_LATENCY_MS.split('-').map(Number) as [number, number?];
+  if (max !== undefined && max < min) {
+    throw new ConfigError('HERALD_SMS_SIMULATOR_LATENCY_MS', 'the maximum must not be below the minimum');
+  }
+  return {
+    zone: e.HERALD_SMS_TIMEZONE,
+    promotionalWindow: parseDailyWindow(e.HERALD_SMS_PROMOTIONAL_WINDOW)!,
+    minLeadMs: e.HERALD_SMS_MIN_LEAD_SECONDS * 1000,
+    maxFutureMs: e.HERALD_SMS_MAX_FUTURE_DAYS * 86_400_000,
+    bulkMaxRecipients: e.HERALD_SMS_BULK_MAX_RECIPIENTS,
+    bulkMaxBytes: e.HERALD_SMS_BULK_MAX_BYTES,
+    buildBatchSize: e.HERALD_SMS_BUILD_BATCH_SIZE,
+    buildStaleMs: e.HERALD_SMS_BUILD_STALE_SECONDS * 1000,
+    dispatchBatchSize: e.HERALD_SMS_DISPATCH_BATCH_SIZE,
+    sink: e.HERALD_SMS_SINK,
+    submitTopic: e.HERALD_SMS_SUBMIT_TOPIC,
+    dlrTopic: e.HERALD_SMS_DLR_TOPIC,
+    simulator: {
+      outcomes,
+      latencyMs: { min, max: max ?? min },
+      failedCodes: e.HERALD_SMS_SIMULATOR_FAILED_CODES.split(','),
+    },
   };
 }
 
@@ -248,6 +435,8 @@ export interface KafkaSettings {
   /** Partitions and replication factor of created topics; undefined: the broker's defaults. */
   readonly topicPartitions: number | undefined;
   readonly replicationFactor: number | undefined;
+  /** Security protocol, TLS files and SASL credentials of every Kafka client (ADR 0015). */
+  readonly security: KafkaSecurity;
 }
 
 export interface ScannerSettings {
@@ -332,6 +521,14 @@ function refuseContradictions(e: HeraldEnv): void {
   if (e.HERALD_ACTIONS_RETRY_MAX_MS < e.HERALD_ACTIONS_RETRY_BASE_MS) {
     throw new ConfigError('HERALD_ACTIONS_RETRY_MAX_MS', 'must be >= HERALD_ACTIONS_RETRY_BASE_MS');
   }
+  const maxLeaseAge = e.HERALD_READY_MAX_LEASE_AGE_SECONDS;
+  if (maxLeaseAge !== undefined && maxLeaseAge > 0 && maxLeaseAge * 3 <= e.HERALD_PROJECTOR_LEASE_SECONDS) {
+    throw new ConfigError(
+      'HERALD_READY_MAX_LEASE_AGE_SECONDS',
+      `(${maxLeaseAge}) must be longer than a third of HERALD_PROJECTOR_LEASE_SECONDS (${e.HERALD_PROJECTOR_LEASE_SECONDS}): ` +
+        'an active projector renews its lease that often, so a healthy lease would fail readiness',
+    );
+  }
   if (e.HERALD_PROJECTOR_POLL_MS >= e.HERALD_PROJECTOR_LEASE_SECONDS * 1000) {
     throw new ConfigError(
       'HERALD_PROJECTOR_POLL_MS',
@@ -360,8 +557,13 @@ export function loadConfig(
   defaults: { pod?: string } = {},
 ): HeraldConfig {
   // Empty strings count as unset, as most deployment tools cannot express "unset".
-  const present = Object.fromEntries(
-    Object.entries(env).filter(([, value]) => value !== undefined && value !== ''),
+  // Secrets may come from files (X_FILE); a value read from one is reported under that variable.
+  const { env: present, fromFile } = readSecretFiles(
+    Object.fromEntries(
+      Object.entries(env).filter(
+        (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '',
+      ),
+    ),
   );
   const parsed = envSchema.safeParse(present);
   if (!parsed.success) {
@@ -369,26 +571,30 @@ export function loadConfig(
     const field = String(issue.path[0] ?? 'environment');
     const reason =
       issue.code === 'invalid_type' && present[field] === undefined ? 'is required' : issue.message;
+    if (fromFile.has(field)) throw new ConfigError(`${field}_FILE`, `the file's content: ${reason}`);
     throw new ConfigError(field, reason);
   }
   const e = parsed.data;
+  const connections = connectionSettings(e);
   if (e.HERALD_RELAY_BACKOFF_MAX_MS < e.HERALD_RELAY_BACKOFF_BASE_MS) {
     throw new ConfigError('HERALD_RELAY_BACKOFF_MAX_MS', 'must be >= HERALD_RELAY_BACKOFF_BASE_MS');
   }
   refuseContradictions(e);
   return deepFreeze({
-    databaseUrl: e.DATABASE_URL,
+    databaseUrl: connections.databaseUrl,
     schema: e.HERALD_SCHEMA,
     dbPoolSize: e.HERALD_DB_POOL_SIZE,
-    amqpUrl: e.AMQP_URL,
+    amqpUrl: connections.amqpUrl,
     amqpQueueType: e.HERALD_AMQP_QUEUE_TYPE,
     redisUrl: e.REDIS_URL,
+    redis: connections.redis,
     tickKeyPrefix: e.HERALD_TICK_KEY_PREFIX,
     kafkaBrokers: e.KAFKA_BROKERS ? e.KAFKA_BROKERS.split(',') : [],
     kafka: {
       createTopics: e.HERALD_KAFKA_CREATE_TOPICS,
       topicPartitions: e.HERALD_KAFKA_TOPIC_PARTITIONS,
       replicationFactor: e.HERALD_KAFKA_REPLICATION_FACTOR,
+      security: connections.kafkaSecurity,
     },
     logLevel: e.HERALD_LOG_LEVEL,
     pod: e.HERALD_POD ?? defaults.pod ?? `herald-${process.pid}`,
@@ -449,7 +655,33 @@ export function loadConfig(
       signalLookbackMs: e.HERALD_ACTIONS_SIGNAL_LOOKBACK_SECONDS * 1000,
       concurrency: e.HERALD_ACTIONS_CONCURRENCY ?? Math.max(1, Math.min(8, e.HERALD_DB_POOL_SIZE - 1)),
     },
-    warnings: contradictionWarnings(e),
+    api: {
+      host: e.HERALD_API_HOST,
+      port: e.HERALD_API_PORT,
+      bodyLimitBytes: e.HERALD_API_BODY_LIMIT_BYTES,
+      shutdownTimeoutMs: e.HERALD_API_SHUTDOWN_TIMEOUT_SECONDS * 1000,
+      idempotencyTtlMs: e.HERALD_IDEMPOTENCY_TTL_HOURS * 3_600_000,
+      demoHoldMs: e.HERALD_DEMO_API_SECONDS * 1000,
+    },
+    tracing: {
+      enabled:
+        (e.OTEL_EXPORTER_OTLP_ENDPOINT ?? e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) !== undefined &&
+        e.OTEL_SDK_DISABLED !== 'true',
+      serviceName: e.OTEL_SERVICE_NAME,
+      exportDelayMs: e.OTEL_BSP_SCHEDULE_DELAY,
+    },
+    observability: {
+      host: e.HERALD_METRICS_HOST,
+      port: e.HERALD_METRICS_PORT,
+      readyTimeoutMs: e.HERALD_READY_TIMEOUT_MS,
+      // Two projector leases: no replica renewed it for a whole lease length after it expired.
+      maxLeaseAgeSeconds: e.HERALD_READY_MAX_LEASE_AGE_SECONDS ?? 2 * e.HERALD_PROJECTOR_LEASE_SECONDS,
+      maxProjectionLagSeconds: e.HERALD_READY_MAX_PROJECTION_LAG_SECONDS,
+      startupGraceMs: e.HERALD_READY_STARTUP_GRACE_SECONDS * 1000,
+    },
+    sms: smsSettings(e),
+    warnings: [...contradictionWarnings(e), ...connections.warnings],
+    secrets: connections.secrets,
   });
 }
 

@@ -15,7 +15,13 @@ export type HeraldErrorCode =
   | 'BROKER_UNAVAILABLE'
   | 'PUBLISH_REJECTED'
   | 'PERMANENT_FAILURE'
-  | 'TRANSIENT_FAILURE';
+  | 'TRANSIENT_FAILURE'
+  | 'UNAUTHENTICATED'
+  | 'FORBIDDEN'
+  | 'IDEMPOTENCY_KEY_IN_USE'
+  | 'IDEMPOTENCY_KEY_REUSED'
+  | 'INSUFFICIENT_BALANCE'
+  | 'BILLING_UNAVAILABLE';
 
 export class HeraldError extends Error {
   readonly code: HeraldErrorCode;
@@ -78,6 +84,54 @@ export class ConcurrencyError extends HeraldError {
 export class ConflictError extends HeraldError {
   constructor(message: string, details: Record<string, unknown> = {}) {
     super('CONFLICT', message, details);
+  }
+}
+
+/** A request carried no valid credentials (HTTP API: missing, unknown or revoked API key). */
+export class UnauthenticatedError extends HeraldError {
+  constructor(message: string) {
+    super('UNAUTHENTICATED', message);
+  }
+}
+
+/** The caller is known but its role does not allow the operation (e.g. a viewer key sending a command). */
+export class ForbiddenError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('FORBIDDEN', message, details);
+  }
+}
+
+/**
+ * An Idempotency-Key is in use: `IDEMPOTENCY_KEY_IN_USE` while the first request with it is still in
+ * flight (retry later), `IDEMPOTENCY_KEY_REUSED` when it was used for a different request.
+ */
+export class IdempotencyKeyError extends HeraldError {
+  constructor(
+    code: 'IDEMPOTENCY_KEY_IN_USE' | 'IDEMPOTENCY_KEY_REUSED',
+    message: string,
+    details: Record<string, unknown> = {},
+  ) {
+    super(code, message, details);
+  }
+}
+
+/**
+ * The organization's balance does not cover a charge (the billing port refused the deduction; nothing
+ * was charged). HTTP: 402.
+ */
+export class InsufficientBalanceError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('INSUFFICIENT_BALANCE', message, details);
+  }
+}
+
+/**
+ * The billing service could not be reached or its answer was lost (an ambiguous outcome: the operation
+ * may or may not have been applied, so callers reverse it by its key). HTTP: 502.
+ */
+export class BillingUnavailableError extends HeraldError {
+  constructor(message: string, details: Record<string, unknown> = {}, cause?: unknown) {
+    super('BILLING_UNAVAILABLE', message, details, cause);
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * Herald's public API: the package entry point (`import { … } from 'herald'`, built to
  * dist/index.js). Configuration, logging, the runtime and its roles, the aggregate registry and what a
- * registration is made of, the campaign, scheduled-action and cron services, the consumer toolkit (RabbitMQ and Kafka), the
+ * registration is made of, the campaign, SMS campaign, scheduled-action and cron services (with the SMS billing and
+ * routing ports), the HTTP API, the consumer toolkit (RabbitMQ and Kafka), the
  * command handler and decider contract, the typed errors and the migrator. Everything else under src/
  * is internal and may change without notice; every export is listed by name here.
  */
@@ -13,6 +14,34 @@ export {
   type CampaignServiceDeps,
   type NewCampaign,
 } from './aggregates/campaign/service.js';
+export {
+  type BillingOperation,
+  type BillingPort,
+  type BillingReceipt,
+  PostgresLedger,
+} from './aggregates/campaign/sms/billing.js';
+export {
+  type SmsDispatchDeps,
+  type SmsSubmission,
+  smsDispatchSweeper,
+} from './aggregates/campaign/sms/dispatch.js';
+export { postgresSmsRouting, type SmsRoutingPort } from './aggregates/campaign/sms/routing.js';
+export {
+  type BulkCreated,
+  type IdempotencyOptions,
+  SmsCampaignService,
+  type SmsCampaignServiceDeps,
+  type SmsPreview,
+  type SmsRequestOptions,
+  type SmsResponse,
+  type UploadView,
+} from './aggregates/campaign/sms/service.js';
+export {
+  type DeliveryReport,
+  DLR_OUTCOMES,
+  type DlrOutcome,
+  SmsGatewaySimulator,
+} from './aggregates/campaign/sms/simulator.js';
 export { cronJobRegistration, cronRegistrations, jobRunRegistration } from './aggregates/cron/index.js';
 export type { LedgerEntry } from './aggregates/cron/ledger.js';
 export {
@@ -49,8 +78,12 @@ export {
   ACTION_EXECUTE_QUEUE,
   SCHEDULED_ACTION_FIRE_QUEUE,
 } from './aggregates/scheduled-action/topology.js';
+export { apiRole, startApi } from './api/api-role.js';
+export { type ApiKeyRole, createApiKey, type Principal } from './api/auth.js';
+export { type ApiServerDeps, buildApiServer, type RunningApiServer, startApiServer } from './api/server.js';
 export {
   type ActionSettings,
+  type ApiSettings,
   type ConsumerSettings,
   type HeraldConfig,
   type HeraldEnv,
@@ -61,9 +94,18 @@ export {
   type RelaySettings,
   type ScannerSettings,
 } from './config.js';
+export {
+  type KafkaSaslMechanism,
+  type KafkaSecurity,
+  type KafkaSecurityProtocol,
+  type RedisConnection,
+  SECRET_VARIABLES,
+  type TlsFiles,
+} from './connections.js';
 export type { ActionSignalState, ReceivedSignal } from './domain/action-signal.js';
 export type { CampaignCommand, CampaignCommandType, CreateCampaign } from './domain/campaign/commands.js';
 export type { CampaignEvent, CampaignEventType } from './domain/campaign/events.js';
+export type { SmsCampaignFacts, SmsDefinition, SmsProgress } from './domain/campaign/sms.js';
 export type { CampaignFields, CampaignIn, CampaignState, ExistingCampaign } from './domain/campaign/state.js';
 export {
   CAMPAIGN_CHANNELS,
@@ -102,6 +144,15 @@ export type {
   ScheduledActionState,
 } from './domain/scheduled-action.js';
 export {
+  type BulkCampaignMeta,
+  type InlineCampaignRequest,
+  type RuleIssue,
+  SmsValidationError,
+} from './domain/sms/campaign-request.js';
+export { countSegments, type SegmentCount } from './domain/sms/encoding.js';
+export { nextAllowedAt, type SendWindowPolicy } from './domain/sms/windows.js';
+export {
+  BillingUnavailableError,
   BrokerUnavailableError,
   ConcurrencyError,
   ConfigError,
@@ -109,6 +160,7 @@ export {
   HeraldError,
   type HeraldErrorCode,
   IllegalStateError,
+  InsufficientBalanceError,
   NotFoundError,
   PermanentError,
   PublishRejectedError,
@@ -144,7 +196,32 @@ export {
   type Topology,
 } from './eventstore/registry.js';
 export type { AppendedEvent, EventMeta, StoredEvent } from './eventstore/types.js';
-export { createLogger, type Logger, silentLogger } from './logger.js';
+export {
+  createLogger,
+  type Logger,
+  type LoggerOptions,
+  redactUrlCredentials,
+  secretScrubber,
+  silentLogger,
+} from './logger.js';
+export {
+  type ConsumerOutcome,
+  type DatabaseSource,
+  HeraldMetrics,
+  heraldMetrics,
+} from './observability/metrics.js';
+export {
+  checkReadiness,
+  type LeaseRequirements,
+  leaseRequirements,
+  processReadiness,
+  type ReadinessCheck,
+  type ReadinessDeps,
+  type ReadinessProbe,
+  ReadinessProbes,
+  type ReadinessReport,
+} from './observability/readiness.js';
+export { type HealthRoutesOptions, healthRoutes } from './observability/role-endpoint.js';
 export type { OutboxMessageSpec } from './outbox/outbox-writer.js';
 export type { Sink } from './outbox/types.js';
 export type { Database, QueryResult, SqlClient, TransactionOptions } from './ports/database.js';

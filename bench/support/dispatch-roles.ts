@@ -67,6 +67,8 @@ export function startRole(role: RoleName, index: number, environment: RoleEnviro
       HERALD_POD: name,
       HERALD_LOG_LEVEL: 'info',
       HERALD_BENCH_TRACE_DIR: environment.traceDirectory ?? '',
+      // Several role processes on one host: each takes a free port for its metrics endpoint.
+      HERALD_METRICS_PORT: '0',
       ...environment.settings,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -3,7 +3,10 @@
  * demo database, runs every role in this process (relay, scanner, worker), creates a handful of
  * campaigns (broadcast and multicast due in a few seconds, one sent now, one cancelled, one paused
  * then resumed), shows them move, and prints the final statuses, the deliveries and one campaign's
- * event history; then scheduled actions (demo-actions.ts) and cron jobs (demo-cron.ts). Exits 0 when every campaign reached its expected final state.
+ * event history; then scheduled actions (demo-actions.ts), cron jobs (demo-cron.ts) and SMS campaigns
+ * (demo-sms.ts: an inline and a CSV campaign through Kafka and the SMS simulator). The HTTP API is up
+ * for the whole run (demo-api.ts: its URL and a key are printed; one campaign is scheduled through it).
+ * Exits 0 when every campaign reached its expected final state.
  */
 import { recreateDatabase } from '../adapters/postgres/admin.js';
 import { countLineDeliveries } from '../adapters/postgres/line-delivery-queries.js';
@@ -17,6 +20,7 @@ import { scannerRole } from '../roles/scanner-role.js';
 import { workerRole } from '../roles/worker-role.js';
 import { createRuntime, runRole, runTogether } from '../runtime/runtime.js';
 import { runActionsDemo } from './demo-actions.js';
+import { type DemoApi, holdDemoApi, scheduleThroughApi, startDemoApi } from './demo-api.js';
 
 const DEMO_DATABASE = 'herald_demo';
 const out = (line = '') => process.stdout.write(`${line}\n`);
@@ -31,12 +35,16 @@ async function main(): Promise<number> {
     HERALD_POD: 'demo',
     // The cron section's job targets are HTTP servers it starts on 127.0.0.1.
     HERALD_CRON_ALLOW_PRIVATE_TARGETS: 'true',
+    // The SMS section: the relay creates the submit topic; the promotional (BTRC) window is opened all
+    // day so the demo dispatches whatever the time in Dhaka (default 09:00-21:00).
+    HERALD_KAFKA_CREATE_TOPICS: process.env.HERALD_KAFKA_CREATE_TOPICS ?? 'true',
+    HERALD_SMS_PROMOTIONAL_WINDOW: process.env.HERALD_SMS_PROMOTIONAL_WINDOW ?? '00:00:00-23:59:59',
   });
   out(`Herald demo: database ${DEMO_DATABASE}, broker ${new URL(config.amqpUrl ?? 'amqp://unset').host}`);
   const migrated = await migrate({ url: config.databaseUrl, schema: config.schema });
   out(`migrations applied: ${migrated.applied.join(', ')}`);
 
-  const logger = createLogger({ level: config.logLevel, pod: config.pod });
+  const logger = createLogger({ level: config.logLevel, pod: config.pod, secrets: config.secrets });
   const controller = new AbortController();
   const context = { config, logger, registry: heraldRegistry };
   const roles = runTogether(controller.signal, [
@@ -47,11 +55,13 @@ async function main(): Promise<number> {
   roles.catch(() => controller.abort()); // a failed role ends the demo (the error surfaces below)
   const runtime = createRuntime(config, logger, { registry: heraldRegistry, applicationName: 'herald-demo' });
   const campaigns = new CampaignService({ db: runtime.db, handler: runtime.handler });
+  let api: DemoApi | undefined;
   try {
     const { rows } = await runtime.db.query<{ now: Date }>('select now() as now');
     const now = rows[0]!.now.getTime();
     const at = (seconds: number) => new Date(now + seconds * 1000);
     const org = 'org-demo';
+    api = await startDemoApi(runtime, org, out);
     const made: { label: string; id: string; expected: string }[] = [];
     const create = async (label: string, castType: 'broadcast' | 'multicast', expected: string) => {
       const c = await campaigns.create(
@@ -88,7 +98,13 @@ async function main(): Promise<number> {
     await campaigns.pause(paused);
     out(`created ${made.length} campaigns; paused "${made.at(-1)!.label}"`);
     await campaigns.resume(paused);
-    out(`resumed "${made.at(-1)!.label}"; waiting for dispatch…`);
+    out(`resumed "${made.at(-1)!.label}"`);
+    made.push({
+      label: 'api campaign (Idempotency-Key)',
+      id: await scheduleThroughApi(api, at(4.5), out),
+      expected: 'COMPLETED',
+    });
+    out('waiting for dispatch…');
     out();
 
     const deadline = Date.now() + 60_000;
@@ -138,9 +154,13 @@ async function main(): Promise<number> {
     if (!(await runActionsDemo({ runtime, config, out }))) return 1;
     const { runCronDemo } = await import('./demo-cron.js');
     if (!(await runCronDemo({ runtime, config, out }))) return 1;
+    const { runSmsDemo } = await import('./demo-sms.js');
+    if (!(await runSmsDemo({ runtime, config, out }))) return 1;
     out('demo complete: every campaign reached its expected status, each delivered campaign exactly once');
+    await holdDemoApi(api, config.api.demoHoldMs, out);
     return 0;
   } finally {
+    await api?.close();
     controller.abort();
     await roles;
     await runtime.close();

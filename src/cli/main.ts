@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { heraldRegistry } from '../aggregates/registry.js';
 import { type HeraldConfig, loadConfig } from '../config.js';
 import { HeraldError } from '../errors.js';
-import { createLogger } from '../logger.js';
+import { createLogger, redactUrlCredentials, secretScrubber } from '../logger.js';
 import { roleTable } from './roles.js';
 
 const roles = roleTable(heraldRegistry);
@@ -43,11 +43,13 @@ async function main(argv: string[]): Promise<number> {
   try {
     config = loadConfig(process.env);
   } catch (error) {
-    process.stderr.write(`herald: ${(error as Error).message}\n`);
+    process.stderr.write(`herald: ${redactUrlCredentials((error as Error).message)}\n`);
     return 2;
   }
-  // Each role binds its own `role` field (`herald all` runs several in one process).
-  const logger = createLogger({ level: config.logLevel, pod: config.pod });
+  // Each role binds its own `role` field (`herald all` runs several in one process). Neither the log
+  // nor the messages below print a secret of the configuration (ADR 0015).
+  const logger = createLogger({ level: config.logLevel, pod: config.pod, secrets: config.secrets });
+  const scrub = secretScrubber(config.secrets);
   const controller = new AbortController();
   const shutdown = (signalName: string) => {
     if (controller.signal.aborted) {
@@ -72,7 +74,7 @@ async function main(argv: string[]): Promise<number> {
   } catch (error) {
     const code = error instanceof HeraldError ? error.code : 'UNEXPECTED';
     logger.error({ err: error, code }, 'herald failed');
-    process.stderr.write(`herald ${roleName}: ${(error as Error).message}\n`);
+    process.stderr.write(scrub(`herald ${roleName}: ${(error as Error).message}\n`));
     return 1;
   }
 }

@@ -1,12 +1,13 @@
 /**
  * The CLI's role table: one-shot commands (migrate, outbox, replay, verify, export, projections) and
- * the long-running roles — the generic ones (relay, scanner, worker, projector, maintenance) and those
- * the registered aggregates add (tick). Every long-running role runs the same way: a runtime of its
- * own built from the config (`runRole`), stopped by the signal (SIGTERM/SIGINT) after finishing
- * in-flight work. `herald all` runs every one of them in one process.
+ * the long-running roles — the generic ones (relay, scanner, worker, projector, maintenance), the HTTP
+ * API (api) and those the registered aggregates add (tick). Every long-running role runs the same way:
+ * a runtime of its own built from the config (`runRole`), stopped by the signal (SIGTERM/SIGINT) after
+ * finishing in-flight work. `herald all` runs every one of them in one process.
  */
 import { createDatabase } from '../adapters/postgres/database.js';
 import { migrate } from '../adapters/postgres/migrator.js';
+import { apiRole } from '../api/api-role.js';
 import type { AggregateRegistry } from '../eventstore/registry.js';
 import { runOutboxCommand } from '../outbox/outbox-admin.js';
 import { maintenanceRole } from '../roles/maintenance-role.js';
@@ -16,6 +17,8 @@ import { scannerRole } from '../roles/scanner-role.js';
 import { workerRole } from '../roles/worker-role.js';
 import { type RoleDefinition, runRole, runTogether } from '../runtime/runtime.js';
 import { actionRoles } from './action-commands.js';
+import { apiKeyRoles } from './api-key-commands.js';
+import { campaignRoles } from './campaign-commands.js';
 import { cronRoles } from './cron-commands.js';
 import { incidentRoles } from './incident-commands.js';
 import type { Role, RoleContext } from './role.js';
@@ -72,6 +75,7 @@ export function longRunningRoles(registry: AggregateRegistry): Record<string, Ro
     worker: workerRole,
     projector: projectorRole,
     maintenance: maintenanceRole,
+    api: apiRole,
     ...registry.roles,
   };
 }
@@ -119,5 +123,7 @@ export function roleTable(registry: AggregateRegistry): Record<string, Role> {
     ...incidentRoles,
     ...actionRoles,
     ...cronRoles,
+    ...campaignRoles,
+    ...apiKeyRoles,
   };
 }

@@ -80,6 +80,22 @@ export interface Aggregate<State, Command, Event extends DomainEvent> {
    * a commit leaves a state due within the scanners' poll interval, the command handler wakes them.
    */
   readonly dueAt?: (state: State) => string | null;
+  /**
+   * The organization a state belongs to (tenancy: recorded on the outbox rows its events cause, so the
+   * API shows an organization only its own). Default: the state's `organizationId` field, which every
+   * Herald aggregate has; null when it has none.
+   */
+  readonly organizationOf?: (state: State) => string | null;
+}
+
+/** The organization of a state: the descriptor's `organizationOf`, else its `organizationId` field. */
+export function organizationOf<State>(
+  aggregate: Pick<Aggregate<State, unknown, DomainEvent>, 'organizationOf'>,
+  state: State,
+): string | null {
+  if (aggregate.organizationOf) return aggregate.organizationOf(state);
+  const id = (state as { organizationId?: unknown } | null)?.organizationId;
+  return typeof id === 'string' ? id : null;
 }
 
 /** How a stream type's state rows are read and written by replay, verify and the sandbox. */

@@ -11,11 +11,12 @@ import { randomUUID } from 'node:crypto';
 import { appendEvents } from '../adapters/postgres/event-queries.js';
 import type { DomainEvent } from '../domain/decider.js';
 import { ConcurrencyError } from '../errors.js';
+import { currentTraceparent, inSpan, tracingOn } from '../observability/tracing.js';
 import { toOutboxRows, writeOutbox } from '../outbox/outbox-writer.js';
 import type { NewOutboxMessage } from '../outbox/types.js';
 import type { Database, SqlClient } from '../ports/database.js';
 import { channels, type WakeupSignal } from '../ports/wakeups.js';
-import type { Aggregate, LoadedStream } from './aggregate.js';
+import { type Aggregate, type LoadedStream, organizationOf } from './aggregate.js';
 import type { AppendedEvent, EventMeta } from './types.js';
 
 export interface BatchResult<State, Event> {
@@ -124,11 +125,30 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
   }
 
   /** The same, inside a transaction the caller owns (it must call signalAfterCommit after its commit). */
-  async handleInTransaction(
+  handleInTransaction(
     tx: SqlClient,
     streamId: string,
     makeCommand: (now: Date) => Command,
     options: CommandOptions = {},
+  ): Promise<CommandResult<State, Event>> {
+    if (!tracingOn()) return this.decideAndWrite(tx, streamId, makeCommand, options);
+    const { streamType } = this.aggregate;
+    return inSpan(
+      `command ${streamType}`,
+      { attributes: { 'herald.stream': `${streamType}/${streamId}` } },
+      () =>
+        this.decideAndWrite(tx, streamId, makeCommand, {
+          ...options,
+          meta: { traceparent: currentTraceparent(), ...options.meta },
+        }),
+    );
+  }
+
+  private async decideAndWrite(
+    tx: SqlClient,
+    streamId: string,
+    makeCommand: (now: Date) => Command,
+    options: CommandOptions,
   ): Promise<CommandResult<State, Event>> {
     const { decider, store, streamType } = this.aggregate;
     const now = await databaseNow(tx);
@@ -175,6 +195,7 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
         streamType,
         streamId,
         meta,
+        organizationId: organizationOf(this.aggregate, state),
       };
       outbox.push(...toOutboxRows(origin, specs));
     }
@@ -248,6 +269,7 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
           streamType,
           streamId: stream.streamId,
           meta: metaOf(stream),
+          organizationId: organizationOf(this.aggregate, state),
         };
         messages.push(...toOutboxRows(origin, specs));
       }

@@ -10,6 +10,8 @@ export interface EventMeta {
   causationId?: string;
   actor?: string;
   pod?: string;
+  /** W3C traceparent of the span the command ran in (only while tracing is on; ADR 0017). */
+  traceparent?: string;
   [key: string]: unknown;
 }
 

@@ -12,6 +12,8 @@ export const HEADER = {
   streamId: 'x-herald-stream-id',
   correlationId: 'x-correlation-id',
   causationId: 'x-causation-id',
+  /** W3C trace context of the span that wrote the message (ADR 0017): present only while tracing. */
+  traceparent: 'traceparent',
   /** The claim epoch a claim's message carries (invariant 5); also in the payload. */
   epoch: 'x-herald-epoch',
   organizationId: 'x-herald-organization-id',

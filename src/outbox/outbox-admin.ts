@@ -26,22 +26,28 @@ export async function parkedKeys(db: Database, limit = 100): Promise<ParkedKey[]
   return listParkedKeys(db, limit);
 }
 
-/** Re-queues a dead row. False when the row does not exist or is not dead. */
+/**
+ * Re-queues a dead row (with `organizationId`: only a row of that organization, the API's tenancy).
+ * False when the row does not exist or is not dead.
+ */
 export async function requeueRow(
   db: Database,
-  params: { id: number; actor: string; logger?: Logger },
+  params: { id: number; actor: string; organizationId?: string; logger?: Logger },
 ): Promise<boolean> {
-  const [requeued] = await requeueDead(db, [params.id]);
+  const [requeued] = await requeueDead(db, [params.id], params.organizationId ?? null);
   if (requeued === undefined) return false;
   params.logger?.info({ outboxId: params.id, actor: params.actor }, 'dead outbox row re-queued by operator');
   await notifyChannel(db, channels.outbox(db.schema));
   return true;
 }
 
-/** Skips a dead row and wakes the next row of its key. Null when the row does not exist or is not dead. */
+/**
+ * Skips a dead row (with `organizationId`: only a row of that organization) and wakes the next row of
+ * its key. Null when the row does not exist or is not dead.
+ */
 export async function skipRow(
   db: Database,
-  params: { id: number; actor: string; reason: string; logger?: Logger },
+  params: { id: number; actor: string; reason: string; organizationId?: string; logger?: Logger },
 ): Promise<SkippedRow | null> {
   const skipped = await skipDead(db, params);
   if (!skipped) return null;

@@ -52,6 +52,8 @@ export interface MessageOrigin {
   streamType: string;
   streamId: string;
   meta: EventMeta;
+  /** The organization the stream belongs to (the API shows an organization only its own rows). */
+  organizationId?: string | null;
 }
 
 export function toOutboxRows(origin: MessageOrigin, specs: readonly OutboxMessageSpec[]): NewOutboxMessage[] {
@@ -68,11 +70,13 @@ export function toOutboxRows(origin: MessageOrigin, specs: readonly OutboxMessag
       [HEADER.streamId]: origin.streamId,
       ...(origin.meta.correlationId ? { [HEADER.correlationId]: origin.meta.correlationId } : {}),
       ...(origin.meta.causationId ? { [HEADER.causationId]: origin.meta.causationId } : {}),
+      ...(origin.meta.traceparent ? { [HEADER.traceparent]: origin.meta.traceparent } : {}),
       ...spec.headers,
     },
     payload: spec.payload,
     priority: spec.priority ?? 3,
     ordered: spec.ordered ?? false,
+    organizationId: origin.organizationId ?? null,
   }));
 }
 

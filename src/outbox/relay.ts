@@ -25,11 +25,15 @@
  * Ordered rows (ADR 0007): the claim takes only the head of each key and defers the rows behind it;
  * after heads are marked sent, the relay wakes each key's next head, and maintenance wakes any head a
  * crash left waiting. A failing head holds back only its own key; a dead one parks it.
+ *
+ * Metrics (src/observability/metrics.ts): published / failed / dead rows per sink, each batch's claim
+ * → marked latency, each publish call's confirm latency per sink, and the age of the oldest batch it
+ * holds claimed (its rows' lease is `lockSeconds`).
  */
 import { wakeKeyHeads } from '../adapters/postgres/outbox-order-queries.js';
 import {
   claimOutboxBatch,
-  markSent,
+  markSentIds,
   nextDueInMs,
   releaseClaims,
   scheduleRetry,
@@ -38,6 +42,16 @@ import type { RelaySettings } from '../config.js';
 import { errorMessage, IllegalStateError } from '../errors.js';
 import { type Logger, silentLogger } from '../logger.js';
 import { HEADER } from '../messaging/headers.js';
+import { heraldMetrics, type RelaySinkMeters } from '../observability/metrics.js';
+import {
+  contextOf,
+  failSpan,
+  inSpan,
+  SpanKind,
+  startSpan,
+  traceparentOf,
+  tracingOn,
+} from '../observability/tracing.js';
 import type { Database } from '../ports/database.js';
 import type { MessageSink, OutboundMessage, PublishOutcome } from '../ports/message-sink.js';
 import { channels, type WakeupListener } from '../ports/wakeups.js';
@@ -135,6 +149,10 @@ export class OutboxRelay {
   private progress: (() => void) | undefined;
   private brokerFailures = 0;
   private pausedUntil = 0;
+  private readonly meters: Partial<Record<Sink, RelaySinkMeters>>;
+  /** Batches claimed and not yet marked, in claim order, with their claim time (performance.now()). */
+  private readonly claimedAt = new Map<ClaimedForPublish[], number>();
+  private untrackClaims: (() => void) | undefined;
 
   constructor(private readonly options: OutboxRelayOptions) {
     this.db = options.db;
@@ -144,6 +162,7 @@ export class OutboxRelay {
       (kind) => options.sinks[kind] !== undefined,
     );
     if (this.sinkKinds.length === 0) throw new IllegalStateError('the relay needs at least one sink');
+    this.meters = Object.fromEntries(this.sinkKinds.map((kind) => [kind, heraldMetrics.relaySink(kind)]));
     this.backoff = {
       baseMs: this.settings.backoffBaseMs,
       maxMs: this.settings.backoffMaxMs,
@@ -173,6 +192,7 @@ export class OutboxRelay {
         this.logger.error({ err: error, attempt, delayMs }, 'relay loop failed; retrying'),
     });
     this.loop.start();
+    this.untrackClaims = heraldMetrics.trackRelayClaims(() => this.claimedAt.values().next().value ?? null);
     if (this.options.listener) {
       try {
         await this.options.listener.subscribe(channels.outbox(this.db.schema), () => this.wake());
@@ -192,6 +212,8 @@ export class OutboxRelay {
     await this.loop?.stop();
     await Promise.all(this.tasks);
     this.loop = undefined;
+    this.untrackClaims?.();
+    this.untrackClaims = undefined;
     this.logger.info({ counters: this.counters }, 'relay stopped');
   }
 
@@ -238,6 +260,7 @@ export class OutboxRelay {
       // While the broker is unavailable, probe with one row instead of failing a whole batch.
       const limit = this.brokerFailures > 0 ? 1 : fullBatch;
       this.loop?.clearWake(); // this claim sees whatever the wake-up announced
+      const claimStarted = performance.now();
       const { rows, deferred } = await claimOutboxBatch(this.db, {
         limit,
         lockSeconds: this.settings.lockSeconds,
@@ -251,7 +274,7 @@ export class OutboxRelay {
           await this.release(rows);
           return;
         }
-        this.dispatch(rows);
+        this.dispatch(rows, claimStarted);
       }
       // Deferred rows are progress too: the due range held at least `limit` rows.
       if (rows.length + deferred < limit) return;
@@ -285,9 +308,10 @@ export class OutboxRelay {
     progress?.();
   }
 
-  private dispatch(rows: ClaimedForPublish[]): void {
+  private dispatch(rows: ClaimedForPublish[], claimStarted: number): void {
     this.publishing += rows.length;
     this.counters.batches++;
+    this.claimedAt.set(rows, claimStarted);
     let phase: 'publishing' | 'marking' | 'done' = 'publishing';
     const moveTo = (next: 'marking' | 'done') => {
       if (phase === 'publishing') this.publishing -= rows.length;
@@ -303,6 +327,8 @@ export class OutboxRelay {
       })
       .finally(() => {
         moveTo('done');
+        this.claimedAt.delete(rows);
+        heraldMetrics.relayBatchDone((performance.now() - claimStarted) / 1000);
         this.tasks.delete(task);
         this.signalProgress();
       });
@@ -322,8 +348,45 @@ export class OutboxRelay {
     await this.mark(rows, outcomes);
   }
 
-  /** Publishes rows through their sinks; returns one outcome per row, in row order. */
+  /**
+   * Publishes rows through their sinks; returns one outcome per row, in row order. While tracing, a
+   * row that carries a traceparent is published in a producer span of that trace (ended at its
+   * confirm), whose own traceparent the message carries on (ADR 0017).
+   */
   private async publish(rows: ClaimedForPublish[]): Promise<PublishOutcome[]> {
+    if (!tracingOn()) return this.publishThroughSinks(rows);
+    return inSpan('relay batch', { attributes: { 'herald.rows': rows.length } }, async () => {
+      const spans = rows.map((row) => {
+        const traceparent = row.headers[HEADER.traceparent];
+        return typeof traceparent === 'string'
+          ? startSpan(`publish ${row.destination}`, {
+              kind: SpanKind.PRODUCER,
+              parent: contextOf(traceparent),
+              attributes: {
+                'messaging.destination.name': row.destination,
+                'messaging.message.id': row.messageId,
+              },
+            })
+          : undefined;
+      });
+      const traced = rows.map((row, index) => {
+        const span = spans[index];
+        return span
+          ? { ...row, headers: { ...row.headers, [HEADER.traceparent]: traceparentOf(span)! } }
+          : row;
+      });
+      const outcomes = await this.publishThroughSinks(traced);
+      for (const [index, span] of spans.entries()) {
+        const outcome = outcomes[index]!;
+        if (!span) continue;
+        if (outcome.ok) span.end();
+        else failSpan(span, new Error(outcome.error));
+      }
+      return outcomes;
+    });
+  }
+
+  private async publishThroughSinks(rows: ClaimedForPublish[]): Promise<PublishOutcome[]> {
     const groups = new Map<Sink, { indexes: number[]; messages: OutboundMessage[] }>();
     for (let index = 0; index < rows.length; index++) {
       const row = rows[index]!;
@@ -350,6 +413,7 @@ export class OutboxRelay {
       [...groups].map(async ([kind, group]) => {
         const sink = this.options.sinks[kind];
         let results: PublishOutcome[];
+        const started = performance.now();
         try {
           results = sink
             ? await sink.publish(group.messages)
@@ -357,6 +421,7 @@ export class OutboxRelay {
         } catch (error) {
           results = group.messages.map((m) => noOutcome(m.id, `sink threw: ${errorMessage(error)}`));
         }
+        this.meters[kind]?.confirmed((performance.now() - started) / 1000);
         const byId = new Map(results.map((result) => [result.id, result]));
         for (const [position, index] of group.indexes.entries()) {
           const id = group.messages[position]!.id;
@@ -390,14 +455,15 @@ export class OutboxRelay {
 
     const lease = this.settings.lockSeconds * 1_000;
     const [marked, rescheduled, waiting] = await Promise.all([
-      this.withDatabaseRetry('mark sent', lease, () => markSent(this.db, sent)),
+      this.withDatabaseRetry('mark sent', lease, () => markSentIds(this.db, sent)),
       this.withDatabaseRetry('schedule retry', lease, () =>
         scheduleRetry(this.db, rejected, this.settings.maxAttempts),
       ),
       this.withDatabaseRetry('schedule retry', lease, () => scheduleRetry(this.db, unavailable, NEVER_DEAD)),
     ]);
-    this.counters.published += marked ?? 0;
+    this.counters.published += marked?.length ?? 0;
     this.counters.failed += (rescheduled?.length ?? 0) + (waiting?.length ?? 0);
+    this.countBySink(rows, marked, rescheduled, waiting);
     // Ordered heads that were sent: wake the next row of each key, after the mark committed (ADR 0007).
     // A late or repeated wake-up is harmless; a missed one (crash, give-up) is caught by maintenance.
     const sentKeys = rows.flatMap((row, index) =>
@@ -434,6 +500,37 @@ export class OutboxRelay {
     }
     // A retry may now be due before whatever the idle loop is waiting for.
     if (failedRows.size > 0) this.wake();
+  }
+
+  /** The batch's outcomes that were written back, per sink (a statement that gave up counts nothing). */
+  private countBySink(
+    rows: readonly ClaimedForPublish[],
+    marked: readonly number[] | undefined,
+    ...retried: ({ id: number; status: 'pending' | 'dead' }[] | undefined)[]
+  ): void {
+    const sinkOf = new Map(rows.map((row) => [row.id, row.sink]));
+    const counts = new Map<Sink, { published: number; failed: number; dead: number }>();
+    const countsOf = (id: number) => {
+      const sink = sinkOf.get(id)!;
+      let entry = counts.get(sink);
+      if (!entry) {
+        entry = { published: 0, failed: 0, dead: 0 };
+        counts.set(sink, entry);
+      }
+      return entry;
+    };
+    for (const id of marked ?? []) countsOf(id).published++;
+    for (const { id, status } of retried.flatMap((list) => list ?? [])) {
+      const entry = countsOf(id);
+      entry.failed++;
+      if (status === 'dead') entry.dead++;
+    }
+    for (const [sink, { published, failed, dead }] of counts) {
+      const meters = this.meters[sink];
+      meters?.published(published);
+      meters?.failed(failed);
+      meters?.dead(dead);
+    }
   }
 
   /** Counts consecutive batches that failed only for lack of a broker, and pauses claiming meanwhile. */

@@ -18,6 +18,8 @@ export interface NewOutboxMessage {
   priority?: number;
   /** Published in (tx, id) order within its (sink, destination, partitionKey); needs a partition key. */
   ordered?: boolean;
+  /** The organization of the event's stream (tenancy of the API's outbox operations); null: none. */
+  organizationId?: string | null;
 }
 
 /** A claimed row as the relay publishes it: the payload stays JSON text. */

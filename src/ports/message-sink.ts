@@ -33,9 +33,19 @@ export type PublishOutcome =
  */
 export type PublishFailure = 'rejected' | 'unavailable';
 
+/**
+ * What a sink knows of its broker (readiness, ADR 0013): `idle` before it first connected (sinks
+ * connect on their first publish), `connected`, or `lost` (the connection dropped, or the last attempt
+ * to open one found no broker).
+ */
+export type SinkConnectionState = 'idle' | 'connected' | 'lost';
+
 export interface MessageSink {
   readonly kind: 'amqp' | 'kafka';
   /** Publishes a batch; never throws for a single message's failure (that is an outcome). */
   publish(batch: readonly OutboundMessage[]): Promise<PublishOutcome[]>;
   close(): Promise<void>;
+  readonly connectionState?: SinkConnectionState;
+  /** Opens the connection now if there is none (a readiness probe after a loss); rejects without a broker. */
+  ensureConnected?(): Promise<void>;
 }

@@ -106,6 +106,11 @@ export async function projectBatchInTransaction(
   return { source, count, cursor: to };
 }
 
+/** The lease the one active projector of a projection holds (readiness requires it to stay fresh). */
+export function projectorLeaseName(projection: string): string {
+  return `projector:${projection}`;
+}
+
 /** The projector no longer holds its lease (another replica took it over). */
 export class LeaseLostError extends IllegalStateError {
   constructor(lease: LeaseGrant) {
@@ -173,7 +178,7 @@ export class Projector {
   }
 
   get leaseName(): string {
-    return `projector:${this.options.projection.name}`;
+    return projectorLeaseName(this.options.projection.name);
   }
 
   /** True while this replica holds the projection's lease. */

@@ -11,13 +11,33 @@
  * Sinks: RabbitMQ when AMQP_URL is set, Kafka when KAFKA_BROKERS is set (at least one is required);
  * the relay claims only rows whose sink it has. Kafka topics are created on first use when
  * HERALD_KAFKA_CREATE_TOPICS is true, otherwise a missing topic is unroutable like a missing queue.
+ *
+ * Readiness (ADR 0013): `broker:amqp` / `broker:kafka` from each sink's connection state; a probe that
+ * finds a lost connection asks the sink to reconnect, so an idle relay notices the broker's return.
  */
 import { AmqpConnection, declareQueues } from '../adapters/amqp/amqp-connection.js';
 import { AmqpSink } from '../adapters/amqp/amqp-sink.js';
 import { KafkaSink } from '../adapters/kafka/kafka-sink.js';
 import { ConfigError } from '../errors.js';
 import { OutboxRelay, type RelaySinks } from '../outbox/relay.js';
+import type { MessageSink } from '../ports/message-sink.js';
 import { aborted, type RoleDefinition } from '../runtime/runtime.js';
+
+function sinkReadiness(sink: MessageSink | undefined): { ok: boolean; detail: string } {
+  if (!sink) return { ok: false, detail: 'starting: declaring the queues' };
+  switch (sink.connectionState) {
+    case 'lost':
+      sink.ensureConnected?.().catch(() => {});
+      return {
+        ok: false,
+        detail: 'no connection to the broker (lost, or the last attempt failed): reconnecting',
+      };
+    case 'idle':
+      return { ok: true, detail: 'not connected yet: connects on its first publish' };
+    default:
+      return { ok: true, detail: 'connected' };
+  }
+}
 
 export const relayRole: RoleDefinition = {
   summary: 'publish outbox rows to the broker (any number of replicas)',
@@ -28,6 +48,9 @@ export const relayRole: RoleDefinition = {
     if (!amqpUrl && kafkaBrokers.length === 0) {
       throw new ConfigError('AMQP_URL', 'is required by the relay (or KAFKA_BROKERS for a Kafka-only relay)');
     }
+    const created: { amqp?: MessageSink; kafka?: MessageSink } = {};
+    if (amqpUrl) runtime.probes.add('broker:amqp', () => sinkReadiness(created.amqp));
+    if (kafkaBrokers.length > 0) runtime.probes.add('broker:kafka', () => sinkReadiness(created.kafka));
 
     const queues = registry.amqpQueues;
     if (amqpUrl && queues.length > 0) {
@@ -63,6 +86,7 @@ export const relayRole: RoleDefinition = {
       kafkaBrokers.length > 0
         ? new KafkaSink({
             brokers: kafkaBrokers,
+            security: config.kafka.security,
             clientId: `herald-relay-${config.pod}`,
             maxBatchMessages: config.relay.inFlight,
             createTopics: config.kafka.createTopics
@@ -75,6 +99,7 @@ export const relayRole: RoleDefinition = {
           })
         : undefined;
     const sinks: RelaySinks = { ...(amqp ? { amqp } : {}), ...(kafka ? { kafka } : {}) };
+    Object.assign(created, sinks);
     const relay = new OutboxRelay({
       db: runtime.db,
       sinks,

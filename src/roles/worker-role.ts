@@ -6,6 +6,8 @@
  * Aggregates whose deployment shape has workers claim their own work (scheduled actions with
  * HERALD_ACTIONS_DISPATCH=in-process) add worker sweeps: the worker runs them in a Scanner loop of its
  * own, woken like the scanner (NOTIFY of the due channel, the next-due timer, the fallback poll).
+ * Readiness (ADR 0013): `consumers` is ready once every consumer consumes (not while connecting or
+ * reconnecting to its broker).
  */
 import { ConfigError } from '../errors.js';
 import type { ConsumerDefinition } from '../eventstore/registry.js';
@@ -37,7 +39,8 @@ function startConsumer(
         `is required by the worker (consumer ${definition.consumer} reads ${source})`,
       );
     }
-    return consumeKafka({ db, brokers: config.kafkaBrokers, logger }, source, definition.handler, {
+    const deps = { db, brokers: config.kafkaBrokers, security: config.kafka.security, logger };
+    return consumeKafka(deps, source, definition.handler, {
       ...common,
       topicPartitions: config.kafka.topicPartitions,
       replicationFactor: config.kafka.replicationFactor,
@@ -81,12 +84,24 @@ export const workerRole: RoleDefinition = {
           log.warn({ err: error }, 'worker cannot listen for wake-ups; polling only'),
         );
     }
+    let running: readonly Consumer[] | undefined;
+    runtime.probes.add('consumers', () => {
+      if (!running) return { ok: definitions.length === 0, detail: 'starting: connecting to the broker' };
+      const waiting = running.filter((c) => c.stats.state !== 'consuming');
+      return waiting.length === 0
+        ? { ok: true, detail: `${running.length} consuming` }
+        : {
+            ok: false,
+            detail: `not consuming: ${waiting.map((c) => `${c.consumer} on ${c.queue} (${c.stats.state})`).join(', ')}`,
+          };
+    });
     const started = await Promise.allSettled(
       definitions.flatMap((definition) =>
         definition.sources.map((source) => startConsumer(runtime, definition, source, signal)),
       ),
     );
     const consumers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    running = consumers;
     try {
       const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
       if (failed && !signal.aborted) throw failed.reason;

@@ -3,14 +3,18 @@
  * sender, the LISTEN connection, the command handler and the aggregate registry, built once per role
  * from the validated config and closed together on shutdown. The command handler wakes the scanners
  * for states due within their poll interval and the relays after outbox writes (invariant 7: wake-ups
- * only cut latency).
+ * only cut latency). `runRole` also gives every long-running role its process's metrics and health
+ * endpoint (src/observability/role-endpoint.ts), shared by all the roles one process runs.
  */
+import { startTracing } from '../adapters/otel/sdk.js';
 import { createDatabase, type DatabaseOptions } from '../adapters/postgres/database.js';
 import { CoalescingNotifier, PgWakeupListener } from '../adapters/postgres/notifications.js';
 import type { HeraldConfig } from '../config.js';
 import { CommandHandler } from '../eventstore/command-handler.js';
 import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { Logger } from '../logger.js';
+import { ReadinessProbes } from '../observability/readiness.js';
+import { acquireRoleEndpoint } from '../observability/role-endpoint.js';
 import type { Database } from '../ports/database.js';
 
 export interface Runtime {
@@ -22,6 +26,10 @@ export interface Runtime {
   notifier: CoalescingNotifier;
   listener: PgWakeupListener;
   handler: CommandHandler;
+  /** What the role adds to its process's `/readyz` (broker connections, consumers). */
+  probes: ReadinessProbes;
+  /** The process's metrics and health endpoint, when the role runs through `runRole`. */
+  endpoint?: { readonly url: string };
   close(): Promise<void>;
 }
 
@@ -58,6 +66,7 @@ export function createRuntime(config: HeraldConfig, logger: Logger, options: Run
     notifier,
     listener,
     handler,
+    probes: new ReadinessProbes(),
     async close() {
       notifier.close();
       await listener.close();
@@ -81,14 +90,38 @@ export async function runRole(
 ): Promise<void> {
   const logger = context.logger.child({ role: name });
   for (const warning of context.config.warnings) logger.warn({ setting: true }, warning);
+  const { tracing: tracingSettings } = context.config;
+  const tracing = startTracing({
+    ...tracingSettings,
+    serviceName: tracingSettings.serviceName ?? `herald-${name}`,
+  });
   const runtime = createRuntime(context.config, logger, {
     registry: context.registry,
     applicationName: `herald-${name}`,
   });
+  let endpoint: Awaited<ReturnType<typeof acquireRoleEndpoint>>;
+  try {
+    endpoint = await acquireRoleEndpoint(context.config, logger, {
+      role: name,
+      registry: context.registry,
+      probes: runtime.probes,
+    });
+  } catch (error) {
+    await runtime.close();
+    await tracing.shutdown();
+    throw error;
+  }
+  runtime.endpoint = { url: endpoint.url };
+  // Stopping (SIGTERM): not ready, so traffic and rollouts move on while in-flight work finishes.
+  runtime.probes.add(`role:${name}`, () =>
+    context.signal.aborted ? { ok: false, detail: 'stopping' } : { ok: true, detail: 'running' },
+  );
   try {
     await role.run(runtime, context.signal);
   } finally {
+    await endpoint.release();
     await runtime.close();
+    await tracing.shutdown(); // exports what is buffered
   }
 }
 

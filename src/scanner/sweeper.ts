@@ -18,13 +18,23 @@
  *   ago than the lost-message horizon with no consumer settling it. Reclaims are bounded per pass.
  * - `sweepInOrder` runs an aggregate's sweeps one after another as one sweeper; a reclaim asks for
  *   another sweep, so what recovery put back is claimed again in the same pass.
+ *
+ * Metrics, for every aggregate alike (src/observability/metrics.ts, labels aggregate and sweeper):
+ * streams swept by outcome, the latency of each sweep transaction that found work, and for claim
+ * sweeps each claimed stream's due → claimed latency — the transaction's database time minus the due
+ * time its locked row said (the descriptor's `dueAt` of the state before the command; a stream with no
+ * due time, or one not yet due, is not measured).
  */
+import type { Span } from '@opentelemetry/api';
 import { messagesInFlight } from '../adapters/postgres/claim-liveness-queries.js';
+import { latestTraceparents } from '../adapters/postgres/event-queries.js';
 import type { DomainEvent } from '../domain/decider.js';
 import type { Aggregate, LoadedStream } from '../eventstore/aggregate.js';
 import type { CommandHandler, CommandResult } from '../eventstore/command-handler.js';
 import type { Logger } from '../logger.js';
 import { HEADER } from '../messaging/headers.js';
+import { heraldMetrics, type SweeperMeters } from '../observability/metrics.js';
+import { contextOf, failSpan, startSpan, traceparentOf, tracingOn } from '../observability/tracing.js';
 import type { Database, SqlClient } from '../ports/database.js';
 import type { WakeupSignal } from '../ports/wakeups.js';
 import type { Sweeper, SweepResult } from './scanner.js';
@@ -128,12 +138,14 @@ function logRefusals(
 function record<State, Event>(
   logger: Logger,
   stats: Record<string, number>,
+  meters: SweeperMeters,
   results: readonly CommandResult<State, Event>[],
   outcome: ((result: CommandResult<State, Event>) => SweepOutcome) | undefined,
 ): void {
   for (const result of results) {
     const { counter, message, level } = outcome?.(result) ?? { counter: 'processed', message: 'swept' };
     stats[counter] = (stats[counter] ?? 0) + 1;
+    meters.swept(counter);
     const first = result.outbox[0];
     logger[level ?? 'debug'](
       {
@@ -154,24 +166,61 @@ export function defineClaimSweeper<State, Command, Event extends DomainEvent>(
   const commands = deps.handler.for(definition.aggregate);
   const stats: Record<string, number> = {};
   const logger = deps.logger.child({ sweeper: definition.name });
+  const meters = heraldMetrics.sweeper(definition.aggregate.streamType, definition.name);
+  const dueAt = definition.aggregate.dueAt;
   return {
     name: definition.name,
     stats,
     async sweep(): Promise<SweepResult> {
-      const { found, batch, followed } = await deps.db.transaction(async (tx) => {
+      const started = performance.now();
+      const claimSpans = new Map<string, Span>();
+      const claimed = deps.db.transaction(async (tx) => {
         const due = await definition.lockDue(tx, deps.batchSize);
+        // While tracing: each claim is a span in the trace of the command that made its stream due.
+        if (tracingOn() && due.length > 0) {
+          const parents = await latestTraceparents(
+            tx,
+            definition.aggregate.streamType,
+            due.map((s) => s.streamId),
+          );
+          for (const stream of due) {
+            const span = startSpan(`claim ${definition.name}`, {
+              parent: contextOf(parents.get(stream.streamId)),
+              attributes: { 'herald.stream': `${definition.aggregate.streamType}/${stream.streamId}` },
+            });
+            if (span) claimSpans.set(stream.streamId, span);
+          }
+        }
         const batch = await commands.handleBatchInTransaction(tx, due, definition.command, {
           meta: { actor: definition.actor },
+          ...(claimSpans.size > 0
+            ? { metaFor: (stream) => ({ traceparent: traceparentOf(claimSpans.get(stream.streamId)!) }) }
+            : {}),
         });
         const followed =
           definition.followUp && batch.results.length > 0
             ? await definition.followUp(tx, batch.results)
             : undefined;
-        return { found: due.length, batch, followed };
+        const dueTimes =
+          dueAt && batch.results.length > 0
+            ? new Map(due.map((stream) => [stream.streamId, dueAt(stream.state)]))
+            : undefined;
+        return { found: due.length, batch, followed, dueTimes };
       });
+      const { found, batch, followed, dueTimes } = await claimed.catch((error: unknown) => {
+        for (const span of claimSpans.values()) failSpan(span, error);
+        throw error;
+      });
+      for (const span of claimSpans.values()) span.end();
+      if (found > 0) meters.batch((performance.now() - started) / 1000);
+      for (const result of dueTimes ? batch.results : []) {
+        const at = dueTimes!.get(result.streamId);
+        const waited = at ? result.now.getTime() - Date.parse(at) : Number.NaN;
+        if (waited >= 0) meters.dueToClaimed(waited / 1000);
+      }
       commands.signalAfterCommit(batch.results, deps.wakeups);
       followed?.();
-      record(logger, stats, batch.results, definition.outcome);
+      record(logger, stats, meters, batch.results, definition.outcome);
       logRefusals(logger, definition.name, batch.refused);
       if (definition.afterCommit && batch.results.length > 0) await definition.afterCommit(batch.results);
       return { processed: batch.results.length, more: found === deps.batchSize };
@@ -188,6 +237,7 @@ export function defineStaleRecovery<State, Command, Event extends DomainEvent>(
   const commands = deps.handler.for(definition.aggregate);
   const stats: Record<string, number> = { examined: 0, inFlight: 0 };
   const logger = deps.logger.child({ sweeper: definition.name });
+  const meters = heraldMetrics.sweeper(definition.aggregate.streamType, definition.name);
   let budget = settings.maxReclaimsPerPass;
   return {
     name: definition.name,
@@ -208,6 +258,7 @@ export function defineStaleRecovery<State, Command, Event extends DomainEvent>(
       stats.examined! += stale.length;
       stats.inFlight! += stale.length - recoverable.length;
       if (recoverable.length === 0) return { processed: 0, more: false };
+      const started = performance.now();
       const batch = await deps.db.transaction(async (tx) => {
         const locked = await definition.lockStale(tx, recoverable, staleAfterMs);
         return commands.handleBatchInTransaction(
@@ -217,9 +268,10 @@ export function defineStaleRecovery<State, Command, Event extends DomainEvent>(
           { meta: { actor: definition.actor } },
         );
       });
+      meters.batch((performance.now() - started) / 1000);
       budget -= batch.results.length;
       commands.signalAfterCommit(batch.results, deps.wakeups);
-      record(logger, stats, batch.results, definition.outcome);
+      record(logger, stats, meters, batch.results, definition.outcome);
       logRefusals(logger, definition.name, batch.refused);
       return { processed: batch.results.length, more: budget > 0 && stale.length === deps.batchSize };
     },

@@ -6,6 +6,7 @@
  * `retryDelayMs` old, and `<topic>.dead`.
  */
 import { KafkaConsumerTransport } from '../adapters/kafka/kafka-transport.js';
+import type { KafkaSecurity } from '../connections.js';
 import type { Logger } from '../logger.js';
 import type { Database } from '../ports/database.js';
 import { type Consumer, DeliveryPolicy, type Handler, validateConsumerOptions } from './delivery-policy.js';
@@ -16,6 +17,8 @@ export interface KafkaConsumeDeps {
   db: Database;
   /** KAFKA_BROKERS. */
   brokers: readonly string[];
+  /** TLS and SASL (config.kafka.security); absent: PLAINTEXT. */
+  security?: KafkaSecurity | undefined;
   logger: Logger;
 }
 
@@ -66,6 +69,7 @@ export async function consumeKafka<T = unknown>(
   const logger = deps.logger.child({ consumer: options.consumer, topic });
   const transport = new KafkaConsumerTransport({
     brokers: deps.brokers,
+    security: deps.security,
     clientId: `herald-consumer-${options.consumer}`,
     groupId: options.groupId ?? options.consumer,
     topic,

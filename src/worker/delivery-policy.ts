@@ -29,6 +29,10 @@
  * or deadlocks (those go through the retry destination like any transient error), so a handler that
  * also talks to the outside world is called exactly once per attempt. `stop()` stops receiving, lets
  * in-flight handlers finish and settle (within `timeoutMs`), then closes the transport.
+ *
+ * Every outcome is counted here, once for both transports: the stats below and the process's metrics
+ * (`herald_consumer_messages_total{queue, consumer, outcome}`: processed, duplicate, discarded,
+ * rejected, retried, dead).
  */
 import { createHash } from 'node:crypto';
 import {
@@ -41,6 +45,8 @@ import {
 import { DeadLetterError, PermanentError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { HEADER } from '../messaging/headers.js';
+import { type ConsumerMeters, heraldMetrics } from '../observability/metrics.js';
+import { contextOf, inSpan, SpanKind, tracingOn } from '../observability/tracing.js';
 import type { ConsumerTransport, TransportDelivery, TransportState } from '../ports/consumer-transport.js';
 import type { Database, SqlClient } from '../ports/database.js';
 
@@ -243,6 +249,7 @@ export class DeliveryPolicy<T> implements Consumer {
   private flushScheduled: NodeJS.Timeout | undefined;
   /** Batches being handled; while BATCHES_IN_FLIGHT are, new deliveries gather into the next one. */
   private batchesInFlight = 0;
+  private readonly meters: ConsumerMeters;
 
   constructor(
     private readonly db: Database,
@@ -254,6 +261,7 @@ export class DeliveryPolicy<T> implements Consumer {
     this.logger = logger;
     this.now = options.now ?? Date.now;
     this.batchSize = 'batch' in handler ? Math.max(1, options.batchSize ?? 32) : 1;
+    this.meters = heraldMetrics.consumer(transport.source, options.consumer);
   }
 
   get queue(): string {
@@ -378,7 +386,8 @@ export class DeliveryPolicy<T> implements Consumer {
         prepared.push(ready);
       }
     }
-    if (prepared.length > 1 && (await this.processBatch(prepared))) {
+    // While tracing, one at a time: each message's handling is a span of its own trace (ADR 0017).
+    if (prepared.length > 1 && !tracingOn() && (await this.processBatch(prepared))) {
       for (const repeat of repeats) {
         this.count('duplicate', undefined, repeat.log);
         this.settle(repeat.delivery, repeat.log);
@@ -436,7 +445,24 @@ export class DeliveryPolicy<T> implements Consumer {
     return { delivery, message, committed, log };
   }
 
-  private async processOne({ delivery, message, committed, log }: Prepared<T>): Promise<void> {
+  private processOne(ready: Prepared<T>): Promise<void> {
+    if (!tracingOn()) return this.handleOne(ready);
+    const traceparent = ready.delivery.headers[HEADER.traceparent];
+    return inSpan(
+      `process ${this.transport.source}`,
+      {
+        kind: SpanKind.CONSUMER,
+        parent: contextOf(typeof traceparent === 'string' ? traceparent : undefined),
+        attributes: {
+          'messaging.consumer.group.name': this.options.consumer,
+          'messaging.message.id': ready.message.messageId,
+        },
+      },
+      () => this.handleOne(ready),
+    );
+  }
+
+  private async handleOne({ delivery, message, committed, log }: Prepared<T>): Promise<void> {
     committed.length = 0;
     const { messageId, attempt } = message;
     const key = { consumer: this.options.consumer, messageId };
@@ -543,6 +569,7 @@ export class DeliveryPolicy<T> implements Consumer {
   }
 
   private count(outcome: Outcome, reason: string | undefined, log: Logger): void {
+    this.meters.count(outcome);
     if (outcome === 'duplicate') {
       this.counters.duplicates++;
       log.info('duplicate message; already handled');
@@ -580,6 +607,7 @@ export class DeliveryPolicy<T> implements Consumer {
       return;
     }
     this.counters.rejected++;
+    this.meters.count('rejected');
     log.warn({ err: error }, 'message rejected (permanent failure)');
     this.settle(delivery, log);
   }
@@ -597,6 +625,7 @@ export class DeliveryPolicy<T> implements Consumer {
     }
     if (!(await this.copy(delivery, 'retry', { [HEADER.attempt]: attempt + 1 }, log))) return;
     this.counters.retried++;
+    this.meters.count('retried');
     log.warn(
       { err: error, nextAttempt: attempt + 1, delayMs: this.options.retryDelayMs },
       'transient failure; retrying later',
@@ -633,6 +662,7 @@ export class DeliveryPolicy<T> implements Consumer {
       log.error({ err: recordError }, 'message dead-lettered but the inbox record failed');
     }
     this.counters.deadLettered++;
+    this.meters.count('dead');
     log.error({ err: error, attempts: attempt }, 'message dead-lettered');
     this.settle(delivery, log);
   }

@@ -30,6 +30,7 @@ import type { Aggregate } from '../eventstore/aggregate.js';
 import type { CommandHandler } from '../eventstore/command-handler.js';
 import type { EventMeta, NewEvent } from '../eventstore/types.js';
 import type { Logger } from '../logger.js';
+import { inSpan } from '../observability/tracing.js';
 import type { SqlClient } from '../ports/database.js';
 import type {
   BatchHandler,
@@ -159,7 +160,9 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
     let result: Result | undefined;
     try {
       const work = async () => {
-        result = await definition.effect({ message, claim, state, tx, log });
+        result = await inSpan(`effect ${definition.consumer}`, {}, () =>
+          definition.effect({ message, claim, state, tx, log }),
+        );
       };
       const { heartbeat } = definition;
       if (heartbeat) {

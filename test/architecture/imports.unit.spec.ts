@@ -41,6 +41,7 @@ const GENERIC = [
   'maintenance',
   'ports',
   'messaging',
+  'observability',
 ];
 const DRIVERS = ['pg', 'pg-listen', 'amqplib', 'kafkajs', 'ioredis', 'undici', 'nodemailer'];
 

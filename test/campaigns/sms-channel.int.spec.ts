@@ -1,8 +1,9 @@
 /**
- * The sms channel before its dispatch plan exists (per-recipient batches come with seed 003): an sms
- * campaign may be a draft, but activating, scheduling or sending it is refused with a ValidationError
- * naming the channel (its claim would write no message and be reclaimed for ever), and one already
- * cancelling (written before this rule) is settled by the sweeper instead of waiting for ever.
+ * An sms campaign without an SMS definition (a bare draft the generic CampaignService can create; SMS
+ * campaigns with recipients come from SmsCampaignService, test/sms/): it may be a draft, but activating,
+ * scheduling or sending it is refused with a ValidationError naming the channel (it has no recipients
+ * to dispatch), and one already cancelling (written before this rule) is settled by the sweeper — it was
+ * never charged — instead of waiting for ever.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readStream } from '../../src/adapters/postgres/event-queries.js';
@@ -23,7 +24,7 @@ afterAll(async () => t?.drop());
 
 const sms = { mode: 'draft' as const, organizationId: 'org-1', channel: 'sms' as const, name: 'sms promo' };
 
-describe('sms campaigns without a dispatch plan', () => {
+describe('sms campaigns without an SMS definition (no dispatch plan)', () => {
   it('activate, schedule and send now are refused naming the channel; nothing is written', async () => {
     const service = campaignService(t.db);
     const c = await service.create(sms);

@@ -26,7 +26,15 @@ afterEach(async () => {
 
 function herald(args: string[], env: Record<string, string>) {
   const process_ = spawn('node', ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-    env: { ...process.env, DATABASE_URL: t.url, HERALD_SCHEMA: t.schema, HERALD_LOG_LEVEL: 'warn', ...env },
+    // `herald all` runs the HTTP API too: on any free port, so nothing else on the host is in its way.
+    env: {
+      ...process.env,
+      DATABASE_URL: t.url,
+      HERALD_SCHEMA: t.schema,
+      HERALD_LOG_LEVEL: 'warn',
+      HERALD_API_PORT: '0',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

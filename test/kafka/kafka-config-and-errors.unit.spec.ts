@@ -17,6 +17,7 @@ describe('Kafka configuration', () => {
       createTopics: false,
       topicPartitions: undefined,
       replicationFactor: undefined,
+      security: { protocol: 'PLAINTEXT', tls: undefined, sasl: undefined },
     });
   });
 
@@ -29,7 +30,7 @@ describe('Kafka configuration', () => {
       HERALD_KAFKA_REPLICATION_FACTOR: '3',
     });
     expect(config.kafkaBrokers).toEqual(['a:9092', 'b:9093']);
-    expect(config.kafka).toEqual({ createTopics: true, topicPartitions: 12, replicationFactor: 3 });
+    expect(config.kafka).toMatchObject({ createTopics: true, topicPartitions: 12, replicationFactor: 3 });
     expect(loadConfig({ ...base, HERALD_KAFKA_CREATE_TOPICS: '0' }).kafka.createTopics).toBe(false);
   });
 

@@ -1,5 +1,6 @@
 /** Runs the real `herald` CLI from source (as `npm run herald` does) against a test database. */
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import type { TestDatabase } from './services.js';
 
 export interface CliResult {
@@ -21,4 +22,45 @@ export function herald(t: Pick<TestDatabase, 'url' | 'schema'>, args: string[]):
       },
     );
   });
+}
+
+export interface RunningHerald {
+  process: ChildProcess;
+  /** stdout and stderr so far, interleaved as they arrived. */
+  output(): string;
+  /** SIGTERM (SIGKILL after `timeoutMs`); resolves with the exit code. */
+  stop(timeoutMs?: number): Promise<number | null>;
+  /** Resolves with the exit code once the process ends by itself. */
+  exited(): Promise<number | null>;
+}
+
+/** Starts `herald <args>` as a child process with exactly `env` (nothing inherited beyond PATH and HOME). */
+export function spawnHerald(args: string[], env: Record<string, string>): RunningHerald {
+  const child = spawn('node', ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr?.on('data', (chunk) => {
+    output += chunk;
+  });
+  const exit = once(child, 'exit').then(([code]) => code as number | null);
+  return {
+    process: child,
+    output: () => output,
+    exited: () => exit,
+    async stop(timeoutMs = 30_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      try {
+        return await exit;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
 }

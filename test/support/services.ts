@@ -46,6 +46,9 @@ export async function createTestDatabase(
       REDIS_URL: process.env.REDIS_URL,
       KAFKA_BROKERS: process.env.KAFKA_BROKERS,
       HERALD_LOG_LEVEL: process.env.HERALD_LOG_LEVEL ?? 'silent',
+      // Roles started by tests serve their metrics endpoint on a free loopback port (ADR 0013).
+      HERALD_METRICS_HOST: '127.0.0.1',
+      HERALD_METRICS_PORT: '0',
       ...overrides,
     });
   return {

@@ -38,6 +38,7 @@ import type {
   OutboundMessage,
   PublishFailure,
   PublishOutcome,
+  SinkConnectionState,
 } from '../../ports/message-sink.js';
 import { AmqpConnection } from './amqp-connection.js';
 
@@ -121,11 +122,21 @@ export class AmqpSink implements MessageSink {
   private readonly connectTimeoutMs: number;
   private readonly confirmTimeoutMs: number;
   private readonly exchangeCheckTtlMs: number;
+  private state: SinkConnectionState = 'idle';
 
   constructor(private readonly options: AmqpSinkOptions) {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
     this.confirmTimeoutMs = options.confirmTimeoutMs ?? 15_000;
     this.exchangeCheckTtlMs = options.exchangeCheckTtlMs ?? 60_000;
+  }
+
+  /** `lost` from a dropped connection (heartbeats notice one within seconds) until a new one opens. */
+  get connectionState(): SinkConnectionState {
+    return this.state;
+  }
+
+  async ensureConnected(): Promise<void> {
+    if (!this.closed) await this.session();
   }
 
   async publish(batch: readonly OutboundMessage[]): Promise<PublishOutcome[]> {
@@ -334,15 +345,22 @@ export class AmqpSink implements MessageSink {
       const previous = this.connection;
       this.connection = undefined;
       await previous?.close();
-      const connection = await AmqpConnection.connect({
-        url: this.options.url,
-        name: this.options.name ?? 'herald-relay',
-        connectTimeoutMs: this.connectTimeoutMs,
-        ...(this.options.logger ? { logger: this.options.logger } : {}),
-      });
+      let connection: AmqpConnection;
+      try {
+        connection = await AmqpConnection.connect({
+          url: this.options.url,
+          name: this.options.name ?? 'herald-relay',
+          connectTimeoutMs: this.connectTimeoutMs,
+          ...(this.options.logger ? { logger: this.options.logger } : {}),
+        });
+      } catch (error) {
+        this.state = 'lost';
+        throw error;
+      }
       connection.onLost((error) => {
         if (this.connection !== connection) return;
         this.connectionLost = true;
+        this.state = 'lost';
         this.options.logger?.warn({ err: error }, 'amqp sink lost its connection');
         const session = this.current;
         if (session && session.connection === connection) {
@@ -361,8 +379,10 @@ export class AmqpSink implements MessageSink {
       channel = await connection.confirmChannel();
     } catch (error) {
       this.connectionLost = true; // a connection that cannot open a channel is not worth keeping
+      this.state = 'lost';
       throw error;
     }
+    this.state = 'connected';
     const session = new Session(connection, channel);
     channel.on(
       'return',

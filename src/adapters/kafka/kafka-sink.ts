@@ -40,14 +40,22 @@ import {
   type RecordMetadata,
   type TopicMessages,
 } from 'kafkajs';
+import type { KafkaSecurity } from '../../connections.js';
 import type { Logger } from '../../logger.js';
 import { HEADER } from '../../messaging/headers.js';
-import type { MessageSink, OutboundMessage, PublishOutcome } from '../../ports/message-sink.js';
+import type {
+  MessageSink,
+  OutboundMessage,
+  PublishOutcome,
+  SinkConnectionState,
+} from '../../ports/message-sink.js';
 import { classifyKafkaError, createKafka, type KafkaFailure } from './kafka-client.js';
 import { KafkaTopicAdmin, type TopicCreation } from './kafka-topics.js';
 
 export interface KafkaSinkOptions {
   brokers: readonly string[];
+  /** TLS and SASL (config.kafka.security). */
+  security?: KafkaSecurity | undefined;
   /** kafkajs clientId, shown by the broker. */
   clientId?: string;
   /** Most messages in one sendBatch; a larger publish call is sent in chunks (relay.inFlight). */
@@ -80,6 +88,8 @@ export class KafkaSink implements MessageSink {
   private readonly partitionOf = new WeakMap<Message, number>();
   /** Sends since start, and failed sends (each one replaced the producer): for tests and logs. */
   readonly stats = { sends: 0, failedSends: 0, producers: 0 };
+  private state: SinkConnectionState = 'idle';
+  private reconnecting: Promise<void> | undefined;
 
   constructor(private readonly options: KafkaSinkOptions) {
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
@@ -87,6 +97,7 @@ export class KafkaSink implements MessageSink {
       options.kafka ??
       createKafka({
         brokers: options.brokers,
+        security: options.security,
         clientId: options.clientId ?? 'herald-relay',
         logger: options.logger,
         connectionTimeoutMs: options.connectionTimeoutMs ?? 3_000,
@@ -97,6 +108,25 @@ export class KafkaSink implements MessageSink {
       ttlMs: options.topicCheckTtlMs ?? 60_000,
       logger: options.logger,
     });
+  }
+
+  /** `lost` after a connect or send that found no broker, until a producer connects or a send succeeds. */
+  get connectionState(): SinkConnectionState {
+    return this.state;
+  }
+
+  /** Connects a producer if there is none, in turn with the sends (never beside one); one attempt at a time. */
+  ensureConnected(): Promise<void> {
+    if (!this.reconnecting) {
+      const connected = this.writeTail.then(async () => {
+        if (!this.closed) await this.connect();
+      });
+      this.writeTail = connected.catch(() => {});
+      this.reconnecting = connected.finally(() => {
+        this.reconnecting = undefined;
+      });
+    }
+    return this.reconnecting;
   }
 
   publish(batch: readonly OutboundMessage[]): Promise<PublishOutcome[]> {
@@ -120,7 +150,9 @@ export class KafkaSink implements MessageSink {
     try {
       missing = await this.topics.missing(new Set(batch.map((m) => m.destination)));
     } catch (error) {
-      return batch.map((m) => failed(m.id, classifyKafkaError(error)));
+      const failure = classifyKafkaError(error);
+      if (failure.failure === 'unavailable') this.state = 'lost';
+      return batch.map((m) => failed(m.id, failure));
     }
     const sendable: OutboundMessage[] = [];
     for (const message of batch) {
@@ -161,6 +193,7 @@ export class KafkaSink implements MessageSink {
         compression: CompressionTypes.None,
         topicMessages: byTopic(messages, kafkaMessages),
       });
+      this.state = 'connected';
       const refs = this.brokerRefs(messages, kafkaMessages, metadata);
       return messages.map((m, index) => ({ id: m.id, ok: true, brokerRef: refs[index] ?? null }));
     } catch (error) {
@@ -171,6 +204,7 @@ export class KafkaSink implements MessageSink {
         for (const m of messages) this.topics.forget(m.destination);
       }
       if (failure.failure === 'unavailable') {
+        this.state = 'lost';
         this.options.logger?.warn({ err: failure.error, messages: messages.length }, 'kafka send failed');
         return messages.map((m) => failed(m.id, failure));
       }
@@ -232,9 +266,11 @@ export class KafkaSink implements MessageSink {
     try {
       await producer.connect(); // also obtains the producer id (InitProducerId)
     } catch (error) {
+      this.state = 'lost';
       await producer.disconnect().catch(() => {});
       throw error;
     }
+    this.state = 'connected';
     this.stats.producers++;
     this.producer = producer;
     return producer;

@@ -172,6 +172,25 @@ export const SELECT_CRON_JOB_BY_NAME = `
    order by created_at desc
    limit 1`;
 
+/** An organization's jobs by name after a keyset cursor (name, id): cron_job_organization_idx. */
+export const LIST_ORGANIZATION_CRON_JOBS = `
+  select ${cronJobTable.columnList}, version from cron_job
+   where organization_id = $1 and ($2::boolean or status <> 'deleted')
+     and ($3::text is null or (name, id) > ($3, $4::uuid))
+   order by name, id
+   limit $5`;
+
+/**
+ * A job's runs and records scheduled in [from, to] after a keyset cursor (scheduled_for, trigger_key),
+ * in that order: a range scan of job_run_occurrence_idx.
+ */
+export const JOB_RUNS_PAGE = `
+  select ${jobRunTable.columnList}, version from job_run
+   where job_id = $1 and scheduled_for >= $2 and scheduled_for <= $3
+     and ($4::timestamptz is null or (scheduled_for, trigger_key) > ($4, $5::text))
+   order by scheduled_for, trigger_key
+   limit $6`;
+
 /** A job's runs and records in a range of scheduled times, and spans that reach into it; in order. */
 export const SELECT_JOB_RUNS = `
   select ${jobRunTable.columnList}, version from job_run
@@ -295,4 +314,46 @@ export async function alreadyRun(
 export async function countJobRuns(sql: SqlClient, jobId: string): Promise<Record<string, number>> {
   const { rows } = await sql.query<{ status: string; n: number }>(COUNT_JOB_RUNS, [jobId]);
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+export async function listOrganizationCronJobs(
+  sql: SqlClient,
+  params: {
+    organizationId: string;
+    includeDeleted: boolean;
+    after: { name: string; id: string } | null;
+    limit: number;
+  },
+): Promise<ExistingCronJob[]> {
+  const { rows } = await sql.query<Row>(LIST_ORGANIZATION_CRON_JOBS, [
+    params.organizationId,
+    params.includeDeleted,
+    params.after?.name ?? null,
+    params.after?.id ?? null,
+    params.limit,
+  ]);
+  return cronJobTable.rows(rows).map((r) => r.state);
+}
+
+export async function jobRunsPage(
+  sql: SqlClient,
+  jobId: string,
+  params: {
+    from: Date | string;
+    to: Date | string;
+    after: { scheduledFor: string; triggerKey: string } | null;
+    limit: number;
+  },
+): Promise<ExistingJobRun[]> {
+  if (!isUuid(jobId)) return [];
+  return (
+    await runRows(sql, JOB_RUNS_PAGE, [
+      jobId,
+      params.from,
+      params.to,
+      params.after?.scheduledFor ?? null,
+      params.after?.triggerKey ?? null,
+      params.limit,
+    ])
+  ).map((r) => r.state);
 }

@@ -135,6 +135,26 @@ export async function readDispatchStats(
   return rows.map(toStats);
 }
 
+/** One organization's rows of `dispatch_stats` in [from, to): a range of the primary key's hours. */
+export const SELECT_ORGANIZATION_DISPATCH_STATS = `
+  select hour, organization_id, destination, ${DISPATCH_COUNTERS.join(', ')}
+    from dispatch_stats
+   where hour >= $1 and hour < $2 and organization_id = $3
+   order by hour, destination`;
+
+export async function readOrganizationDispatchStats(
+  sql: SqlClient,
+  organizationId: string,
+  range: { from: Date | string; to: Date | string },
+): Promise<DispatchStatsRow[]> {
+  const { rows } = await sql.query<Row>(SELECT_ORGANIZATION_DISPATCH_STATS, [
+    range.from,
+    range.to,
+    organizationId,
+  ]);
+  return rows.map(toStats);
+}
+
 /** The same statistics counted directly from events and receipts (what the projection must equal). */
 export async function countDispatchStatsDirectly(
   sql: SqlClient,

@@ -238,3 +238,24 @@ export async function distinctStreamTypes(sql: SqlClient): Promise<string[]> {
   const { rows } = await sql.query<{ stream_type: string }>(DISTINCT_STREAM_TYPES);
   return rows.map((row) => row.stream_type);
 }
+
+/**
+ * The traceparent each stream's latest event was written under (tracing, ADR 0017): a claim continues
+ * the trace of the command that made the stream due. One probe of the (stream_type, stream_id, version)
+ * index per stream; only called while tracing is on.
+ */
+export async function latestTraceparents(
+  sql: SqlClient,
+  streamType: string,
+  streamIds: readonly string[],
+): Promise<Map<string, string>> {
+  if (streamIds.length === 0) return new Map();
+  const { rows } = await sql.query<{ stream_id: string; traceparent: string | null }>(
+    `select s.id as stream_id,
+            (select e.meta->>'traceparent' from event e
+              where e.stream_type = $1 and e.stream_id = s.id order by e.version desc limit 1) as traceparent
+       from unnest($2::text[]) as s(id)`,
+    [streamType, streamIds],
+  );
+  return new Map(rows.filter((r) => r.traceparent).map((r) => [r.stream_id, r.traceparent!]));
+}

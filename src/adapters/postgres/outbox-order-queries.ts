@@ -90,8 +90,29 @@ export const SKIP_DEAD = `
   update outbox
      set status = 'skipped', skipped_at = now(), locked_until = null, locked_by = null,
          last_error = left('skipped by ' || $2 || ': ' || $3 || coalesce('; last error: ' || last_error, ''), 2000)
-   where id = $1 and status = 'dead'
+   where id = $1 and status = 'dead' and ($4::text is null or organization_id = $4)
   returning id, message_id, sink, destination, partition_key, ordered`;
+
+/**
+ * An organization's parked keys (the API): its dead ordered rows that are their key's head (no earlier
+ * unsent row of the key), after a cursor in id order, through the dead-row organization index.
+ */
+export const ORGANIZATION_PARKED_KEYS = `
+  select o.id, o.message_id, o.sink, o.destination, o.partition_key, o.attempts, o.recovery_count,
+         o.last_error, o.dead_at,
+         (select count(*) from outbox w
+           where w.ordered and w.status in ('pending', 'dead') and w.sink = o.sink
+             and w.destination = o.destination and w.partition_key = o.partition_key)::int - 1 as waiting
+    from outbox o
+   where o.organization_id = $1 and o.status = 'dead' and o.organization_id is not null and o.ordered
+     and o.id > $2
+     and not exists (
+       select 1 from outbox e
+        where e.ordered and e.status in ('pending', 'dead') and e.sink = o.sink
+          and e.destination = o.destination and e.partition_key = o.partition_key
+          and (e.tx, e.id) < (o.tx, o.id))
+   order by o.id
+   limit $3`;
 
 /** Wakes idle relays at once (they also poll): after an operator re-queued or skipped a row. */
 export const NOTIFY_CHANNEL = 'select pg_notify($1, $2)';
@@ -139,20 +160,38 @@ export async function wakeWaitingHeads(sql: SqlClient): Promise<number[]> {
   return rows.map((row) => row.id);
 }
 
+interface ParkedKeyRow {
+  id: number;
+  message_id: string;
+  sink: Sink;
+  destination: string;
+  partition_key: string;
+  attempts: number;
+  recovery_count: number;
+  last_error: string | null;
+  dead_at: Date;
+  waiting: number;
+}
+
 export async function listParkedKeys(sql: SqlClient, limit = 100): Promise<ParkedKey[]> {
-  const { rows } = await sql.query<{
-    id: number;
-    message_id: string;
-    sink: Sink;
-    destination: string;
-    partition_key: string;
-    attempts: number;
-    recovery_count: number;
-    last_error: string | null;
-    dead_at: Date;
-    waiting: number;
-  }>(PARKED_KEYS, [limit]);
-  return rows.map((row) => ({
+  const { rows } = await sql.query<ParkedKeyRow>(PARKED_KEYS, [limit]);
+  return rows.map(parkedKey);
+}
+
+export async function listOrganizationParkedKeys(
+  sql: SqlClient,
+  params: { organizationId: string; afterId: number; limit: number },
+): Promise<ParkedKey[]> {
+  const { rows } = await sql.query<ParkedKeyRow>(ORGANIZATION_PARKED_KEYS, [
+    params.organizationId,
+    params.afterId,
+    params.limit,
+  ]);
+  return rows.map(parkedKey);
+}
+
+function parkedKey(row: ParkedKeyRow): ParkedKey {
+  return {
     id: row.id,
     messageId: row.message_id,
     sink: row.sink,
@@ -163,13 +202,13 @@ export async function listParkedKeys(sql: SqlClient, limit = 100): Promise<Parke
     lastError: row.last_error,
     deadAt: row.dead_at,
     waiting: row.waiting,
-  }));
+  };
 }
 
 /** Skips a dead row; null when the row does not exist or is not dead. */
 export async function skipDead(
   sql: SqlClient,
-  params: { id: number; actor: string; reason: string },
+  params: { id: number; actor: string; reason: string; organizationId?: string | null },
 ): Promise<SkippedRow | null> {
   const { rows } = await sql.query<{
     id: number;
@@ -178,7 +217,7 @@ export async function skipDead(
     destination: string;
     partition_key: string | null;
     ordered: boolean;
-  }>(SKIP_DEAD, [params.id, params.actor, params.reason]);
+  }>(SKIP_DEAD, [params.id, params.actor, params.reason, params.organizationId ?? null]);
   const row = rows[0];
   if (!row) return null;
   return {

@@ -15,9 +15,9 @@ import type { SqlClient } from '../../ports/database.js';
 
 export const INSERT_OUTBOX = `
   insert into outbox (message_id, event_position, sink, destination, routing_key, partition_key,
-                      headers, payload, priority, ordered)
+                      headers, payload, priority, ordered, organization_id)
   select * from unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-                       $7::jsonb[], $8::jsonb[], $9::smallint[], $10::boolean[])
+                       $7::jsonb[], $8::jsonb[], $9::smallint[], $10::boolean[], $11::text[])
   returning id, message_id`;
 
 /**
@@ -181,10 +181,29 @@ export const NEXT_DUE_IN_MS = `
       order by next_attempt_at
       limit 1) first`;
 
+/** What the API shows of an outbox row. */
+const OUTBOX_VIEW_COLUMNS = `id, message_id::text as message_id, event_position, sink, destination, routing_key,
+  partition_key, headers, payload, priority, status, attempts, next_attempt_at, last_error, created_at, sent_at,
+  dead_at, skipped_at, recovery_count, ordered`;
+
 export const REQUEUE_DEAD_BY_ID = `
   update outbox set status = 'pending', attempts = 0, next_attempt_at = now(), dead_at = null
-   where id = any($1::bigint[]) and status = 'dead'
+   where id = any($1::bigint[]) and status = 'dead' and ($2::text is null or organization_id = $2)
   returning id`;
+
+/** One row of an organization (the API's outbox operations: another organization's row is not found). */
+export const SELECT_ORGANIZATION_OUTBOX_ROW = `
+  select ${OUTBOX_VIEW_COLUMNS} from outbox where id = $1 and organization_id = $2`;
+
+/**
+ * An organization's pending or dead rows after a cursor, in id order, through the partial indexes
+ * on (organization_id, id) of migration 000009 (never a scan of the whole outbox).
+ */
+export const LIST_ORGANIZATION_OUTBOX = `
+  select ${OUTBOX_VIEW_COLUMNS} from outbox
+   where organization_id = $1 and status = $2 and organization_id is not null and id > $3
+   order by id
+   limit $4`;
 
 export async function insertOutbox(sql: SqlClient, messages: readonly NewOutboxMessage[]): Promise<void> {
   if (messages.length === 0) return;
@@ -199,6 +218,7 @@ export async function insertOutbox(sql: SqlClient, messages: readonly NewOutboxM
     messages.map((m) => JSON.stringify(m.payload)),
     messages.map((m) => m.priority ?? 3),
     messages.map((m) => m.ordered ?? false),
+    messages.map((m) => m.organizationId ?? null),
   ]);
 }
 
@@ -273,13 +293,21 @@ export async function markSent(
   sql: SqlClient,
   confirmed: readonly { id: number; attempts: number; brokerRef: string | null }[],
 ): Promise<number> {
-  if (confirmed.length === 0) return 0;
-  const { rowCount } = await sql.query(MARK_SENT, [
+  return (await markSentIds(sql, confirmed)).length;
+}
+
+/** `markSent`, returning the ids the guard matched (the relay counts them per sink). */
+export async function markSentIds(
+  sql: SqlClient,
+  confirmed: readonly { id: number; attempts: number; brokerRef: string | null }[],
+): Promise<number[]> {
+  if (confirmed.length === 0) return [];
+  const { rows } = await sql.query<{ id: number }>(MARK_SENT, [
     confirmed.map((c) => c.id),
     confirmed.map((c) => c.attempts),
     confirmed.map((c) => c.brokerRef),
   ]);
-  return rowCount;
+  return rows.map((row) => row.id);
 }
 
 export async function scheduleRetry(
@@ -332,7 +360,111 @@ export async function nextDueInMs(sql: SqlClient, sinks: readonly Sink[]): Promi
   return dueInMs === null ? null : Math.max(0, dueInMs);
 }
 
-export async function requeueDead(sql: SqlClient, ids: readonly number[]): Promise<number[]> {
-  const { rows } = await sql.query<{ id: number }>(REQUEUE_DEAD_BY_ID, [ids]);
+/** Re-queues dead rows (only those of the organization, when given); returns the re-queued ids. */
+export async function requeueDead(
+  sql: SqlClient,
+  ids: readonly number[],
+  organizationId: string | null = null,
+): Promise<number[]> {
+  const { rows } = await sql.query<{ id: number }>(REQUEUE_DEAD_BY_ID, [ids, organizationId]);
   return rows.map((row) => row.id);
+}
+
+export interface OutboxRowView {
+  id: number;
+  messageId: string;
+  eventPosition: number;
+  sink: Sink;
+  destination: string;
+  routingKey: string | null;
+  partitionKey: string | null;
+  headers: Headers;
+  payload: unknown;
+  priority: number;
+  status: 'pending' | 'sent' | 'dead' | 'skipped';
+  attempts: number;
+  nextAttemptAt: string;
+  lastError: string | null;
+  createdAt: string;
+  sentAt: string | null;
+  deadAt: string | null;
+  skippedAt: string | null;
+  recoveryCount: number;
+  ordered: boolean;
+}
+
+interface OutboxViewRow {
+  id: number;
+  message_id: string;
+  event_position: number;
+  sink: Sink;
+  destination: string;
+  routing_key: string | null;
+  partition_key: string | null;
+  headers: Headers;
+  payload: unknown;
+  priority: number;
+  status: OutboxRowView['status'];
+  attempts: number;
+  next_attempt_at: Date | number;
+  last_error: string | null;
+  created_at: Date;
+  sent_at: Date | null;
+  dead_at: Date | null;
+  skipped_at: Date | null;
+  recovery_count: number;
+  ordered: boolean;
+}
+
+const isoOrNull = (value: Date | null) => (value ? value.toISOString() : null);
+
+function outboxView(row: OutboxViewRow): OutboxRowView {
+  return {
+    id: row.id,
+    messageId: row.message_id,
+    eventPosition: row.event_position,
+    sink: row.sink,
+    destination: row.destination,
+    routingKey: row.routing_key,
+    partitionKey: row.partition_key,
+    headers: row.headers,
+    payload: row.payload,
+    priority: row.priority,
+    status: row.status,
+    attempts: row.attempts,
+    // 'infinity' (an ordered row waiting behind its key's head) is not a finite Date.
+    nextAttemptAt:
+      row.next_attempt_at instanceof Date && Number.isFinite(row.next_attempt_at.getTime())
+        ? row.next_attempt_at.toISOString()
+        : 'infinity',
+    lastError: row.last_error,
+    createdAt: row.created_at.toISOString(),
+    sentAt: isoOrNull(row.sent_at),
+    deadAt: isoOrNull(row.dead_at),
+    skippedAt: isoOrNull(row.skipped_at),
+    recoveryCount: row.recovery_count,
+    ordered: row.ordered,
+  };
+}
+
+export async function organizationOutboxRow(
+  sql: SqlClient,
+  id: number,
+  organizationId: string,
+): Promise<OutboxRowView | null> {
+  const { rows } = await sql.query<OutboxViewRow>(SELECT_ORGANIZATION_OUTBOX_ROW, [id, organizationId]);
+  return rows[0] ? outboxView(rows[0]) : null;
+}
+
+export async function listOrganizationOutbox(
+  sql: SqlClient,
+  params: { organizationId: string; status: 'pending' | 'dead'; afterId: number; limit: number },
+): Promise<OutboxRowView[]> {
+  const { rows } = await sql.query<OutboxViewRow>(LIST_ORGANIZATION_OUTBOX, [
+    params.organizationId,
+    params.status,
+    params.afterId,
+    params.limit,
+  ]);
+  return rows.map(outboxView);
 }

@@ -138,6 +138,19 @@ export const LIST_ACTIONS = `
    order by execute_at desc, id
    limit $4`;
 
+/**
+ * An organization's actions by execute time, latest first, after a keyset cursor (execute_at, id):
+ * scheduled_action_organization_execute_idx, or with a status scheduled_action_organization_idx.
+ */
+export const LIST_ORGANIZATION_ACTIONS = `
+  select ${columns}, version from scheduled_action
+   where organization_id = $1
+     and ($2::text is null or status = $2)
+     and ($3::text is null or workflow_id = $3)
+     and ($4::timestamptz is null or (execute_at, id) < ($4, $5::uuid))
+   order by execute_at desc, id desc
+   limit $6`;
+
 export async function lockDueActions(sql: SqlClient, limit: number) {
   const { rows } = await sql.query<Row>(LOCK_DUE_ACTIONS, [limit]);
   return scheduledActionTable.rows(rows);
@@ -247,6 +260,27 @@ export async function listActions(sql: SqlClient, filter: ActionFilter = {}) {
     filter.status ?? null,
     filter.workflowId ?? null,
     filter.limit ?? 100,
+  ]);
+  return scheduledActionTable.rows(rows).map((r) => r.state);
+}
+
+export interface OrganizationActionFilter {
+  organizationId: string;
+  status?: ActionStatus;
+  workflowId?: string;
+  /** The last action of the previous page. */
+  before?: { executeAt: string; id: string } | null;
+  limit: number;
+}
+
+export async function listOrganizationActions(sql: SqlClient, filter: OrganizationActionFilter) {
+  const { rows } = await sql.query<Row>(LIST_ORGANIZATION_ACTIONS, [
+    filter.organizationId,
+    filter.status ?? null,
+    filter.workflowId ?? null,
+    filter.before?.executeAt ?? null,
+    filter.before?.id ?? null,
+    filter.limit,
   ]);
   return scheduledActionTable.rows(rows).map((r) => r.state);
 }

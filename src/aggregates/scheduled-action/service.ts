@@ -66,7 +66,8 @@ export interface SignalOutcome {
   refused: { actionId: string; reason: string }[];
 }
 
-const signalParams = z.strictObject({
+/** A signal's parameters (the API's `POST /v1/signals` body is this without the organization). */
+export const signalParams = z.strictObject({
   organizationId: z.string().trim().min(1, 'must not be empty').max(200),
   correlationKey: z.string().trim().min(1, 'must not be empty').max(500),
   name: z.string().trim().min(1, 'must not be empty').max(200),

@@ -12,6 +12,8 @@ import { requireEnv, uniqueName } from '../../support/services.js';
 
 export interface SeedOptions {
   count: number;
+  /** Default amqp. */
+  sink?: 'amqp' | 'kafka';
   destination: string;
   routingKey?: string;
   priority?: number;
@@ -45,6 +47,7 @@ export async function seedOutbox(db: Database, options: SeedOptions): Promise<Se
       const specs: OutboxMessageSpec[] = [];
       for (let index = start; index < Math.min(options.count, start + chunk); index++) {
         specs.push({
+          ...(options.sink ? { sink: options.sink } : {}),
           destination: options.destination,
           ...(options.routingKey !== undefined ? { routingKey: options.routingKey } : {}),
           ...(options.priority !== undefined ? { priority: options.priority } : {}),
