@@ -249,7 +249,10 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       // The Idempotency-Key fingerprint is over the request as received (before validation transforms it).
       v1.addHook('preValidation', async (request) => {
         request.receivedInput = { body: request.body ?? null, params: request.params, query: request.query };
-        // PostgreSQL stores no NUL in text or jsonb: refused here, naming the field, not a 500 later.
+      });
+      // PostgreSQL stores no NUL in text or jsonb: what the schemas let through is refused here, naming
+      // the field, rather than failing as a 500 in the command.
+      v1.addHook('preHandler', async (request) => {
         const field = nulField({ params: request.params, query: request.query, body: request.body ?? null });
         if (field) throw new ValidationError(`${field} contains a NUL character`, { field });
       });

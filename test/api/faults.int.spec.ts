@@ -49,10 +49,9 @@ describe('faults', () => {
 });
 
 describe('input PostgreSQL cannot store', () => {
-  it('a NUL in a path parameter, a query or a body is a 422 naming the field, and writes nothing', async () => {
+  it('a NUL in a free-text path parameter or body field is a 422 naming the field, and writes nothing', async () => {
     const before = await api.t.db.query<{ n: number }>('select count(*)::int as n from event');
     expectProblem(await api.request('GET', '/v1/subjects/%00', { key }), 422, 'params.subjectId');
-    expectProblem(await api.request('GET', '/v1/campaigns?status=a%00', { key }), 422, 'query.status');
     const body = { channel: 'line', name: 'bad\u0000name', castType: 'broadcast', lineOaId: 'oa-1' };
     expectProblem(await api.request('POST', '/v1/campaigns', { key, body }), 422, 'body.name');
     const after = await api.t.db.query<{ n: number }>('select count(*)::int as n from event');

@@ -16,7 +16,6 @@ import {
   IdempotencyKeyError,
   InsufficientBalanceError,
 } from '../../src/errors.js';
-import { dbTimePlus } from '../support/campaigns.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { idempotency, inlineRequest, msisdns, ORG, smsService, writtenRows } from '../support/sms.js';
 
@@ -508,10 +507,13 @@ describe('billing failures', () => {
 });
 
 it('a scheduled create keeps a deadline-free SCHEDULED campaign due at its startAt', async () => {
-  const at = await dbTimePlus(t.db, 3_600_000);
+  // 10:00 in Dhaka two days ahead: inside the promotional window whatever time the test runs at.
+  const { rows } = await t.db.query<{ d: string }>(
+    `select to_char((now() + interval '2 days') at time zone 'Asia/Dhaka', 'YYYY-MM-DD') as d`,
+  );
   const { service } = smsService(t);
   const c = await service.create(
-    inlineRequest({ scheduleType: 'SCHEDULED', scheduledAt: at.toISOString() }),
+    inlineRequest({ scheduleType: 'SCHEDULED', scheduledAt: `${rows[0]!.d}T10:00:00` }),
     { organizationId: ORG },
   );
   expect(c.body).toMatchObject({ status: 'SCHEDULED', dispatchDeadline: null });
