@@ -11,15 +11,14 @@ import { z } from 'zod';
 import { listOrganizationActions } from '../../adapters/postgres/scheduled-action-queries.js';
 import { signalParams } from '../../aggregates/scheduled-action/service.js';
 import { ACTION_STATUSES, scheduledActionCommandSchema } from '../../domain/scheduled-action.js';
-import type { EventMeta } from '../../eventstore/types.js';
 import { replayStream } from '../../projections/replay.js';
-import type { Services } from '../commands.js';
 import { ownAction, principalOf, sendCommand } from '../http.js';
 import { commandSchema, cursor, cursorInstant, cursorUuid, limit, pageOf, uuidParams } from '../schemas.js';
 import { actionView, page, plainJson, replayView, signalOutcomeView, view } from '../views.js';
 import {
-  commandOn,
+  type CommandRun,
   commandProblems,
+  commandRoutes,
   IDEMPOTENCY_HEADER_DOC,
   idempotencyHeaders,
   type RouteDeps,
@@ -163,27 +162,14 @@ export const actionRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { comm
     },
   );
 
-  const command = <Body>(
-    path: string,
-    summary: string,
-    body: z.ZodType | undefined,
-    run: (s: Services, id: string, body: Body, meta: EventMeta) => Promise<unknown>,
-  ) =>
-    app.post(
-      `/actions/:id/${path}`,
-      {
-        schema: {
-          tags: ['scheduled actions'],
-          summary,
-          description: IDEMPOTENCY_HEADER_DOC,
-          headers: idempotencyHeaders,
-          params: uuidParams,
-          ...(body ? { body } : {}),
-          response: actionResponse(200),
-        },
-      },
-      commandOn(commands, ownAction, run),
-    );
+  const post = commandRoutes(app, commands, {
+    path: '/actions',
+    tag: 'scheduled actions',
+    view: actionView,
+    own: ownAction,
+  });
+  const command = <Body>(path: string, summary: string, body: z.ZodType | undefined, run: CommandRun<Body>) =>
+    post<Body>('POST', `/${path}`, summary, body, run);
 
   command(
     'cancel',

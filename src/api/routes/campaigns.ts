@@ -29,8 +29,10 @@ import {
 } from '../schemas.js';
 import { campaignView, page, plainJson, replayView, view } from '../views.js';
 import {
+  type CommandRun,
   commandOn,
   commandProblems,
+  commandRoutes,
   IDEMPOTENCY_HEADER_DOC,
   idempotencyHeaders,
   type RouteDeps,
@@ -199,27 +201,14 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { co
     },
   );
 
-  const command = <Body>(
-    path: string,
-    summary: string,
-    body: z.ZodType | undefined,
-    run: (s: Services, id: string, body: Body, meta: EventMeta) => Promise<unknown>,
-  ) =>
-    app.post(
-      `/campaigns/:id/${path}`,
-      {
-        schema: {
-          tags: ['campaigns'],
-          summary,
-          description: IDEMPOTENCY_HEADER_DOC,
-          headers: idempotencyHeaders,
-          params: uuidParams,
-          ...(body ? { body } : {}),
-          response: campaignResponse(200),
-        },
-      },
-      commandOn(commands, ownCampaign, run),
-    );
+  const post = commandRoutes(app, commands, {
+    path: '/campaigns',
+    tag: 'campaigns',
+    view: campaignView,
+    own: ownCampaign,
+  });
+  const command = <Body>(path: string, summary: string, body: z.ZodType | undefined, run: CommandRun<Body>) =>
+    post<Body>('POST', `/${path}`, summary, body, run);
 
   command(
     'activate',

@@ -2,7 +2,7 @@
  * Pieces every route module uses: the dependencies routes are registered with, and the documented
  * error responses (RFC 9457 problem documents, `application/problem+json`).
  */
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { HeraldConfig } from '../../config.js';
 import type { AggregateRegistry } from '../../eventstore/registry.js';
@@ -12,6 +12,7 @@ import type { Principal } from '../auth.js';
 import type { RequestCommands, Services } from '../commands.js';
 import { principalOf, sendCommand } from '../http.js';
 import { PROBLEM_CONTENT_TYPE, problemSchema } from '../problem.js';
+import { uuidParams } from '../schemas.js';
 
 export interface RouteDeps {
   commands: RequestCommands;
@@ -80,4 +81,56 @@ export function commandOn<Body>(
       return { status: 200, body: await run(s, id, request.body as Body, meta, principal) };
     });
   };
+}
+
+/** What a resource's command routes share: its path, OpenAPI tag, 200 view and ownership check. */
+export interface CommandResource {
+  /** `/campaigns`, `/actions`, `/cron-jobs`. */
+  readonly path: string;
+  readonly tag: string;
+  readonly view: z.ZodType;
+  /** Resolves when the principal's organization owns the resource; a 404 otherwise. */
+  readonly own: (s: Services, principal: Principal, id: string) => Promise<unknown>;
+  /** Maps the command's result to the view (default: as it is). */
+  readonly out?: (result: unknown) => unknown;
+}
+
+export type CommandRun<Body> = (
+  s: Services,
+  id: string,
+  body: Body,
+  meta: EventMeta,
+  principal: Principal,
+) => Promise<unknown>;
+
+/**
+ * Declares the commands on one resource: `<method> <resource>/:id<path>` with the Idempotency-Key
+ * header, the uuid path parameter, an optional body schema, the resource's view as the 200 response,
+ * and the ownership check before the command (another organization's resource is a 404).
+ */
+export function commandRoutes(app: FastifyInstance, commands: RequestCommands, resource: CommandResource) {
+  const out = resource.out ?? ((result: unknown) => result);
+  return <Body>(
+    method: 'POST' | 'PATCH' | 'DELETE',
+    path: string,
+    summary: string,
+    body: z.ZodType | undefined,
+    run: CommandRun<Body>,
+  ) =>
+    app.route({
+      method,
+      url: `${resource.path}/:id${path}`,
+      schema: {
+        tags: [resource.tag],
+        summary,
+        description: IDEMPOTENCY_HEADER_DOC,
+        headers: idempotencyHeaders,
+        params: uuidParams,
+        ...(body ? { body } : {}),
+        response: { 200: resource.view, ...commandProblems },
+      },
+      handler: commandOn(commands, resource.own, async (s, id, b: Body, meta, principal) =>
+        out(await run(s, id, b, meta, principal)),
+      ),
+    });
 }

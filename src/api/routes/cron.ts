@@ -9,8 +9,6 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { jobRunsPage, listOrganizationCronJobs } from '../../adapters/postgres/cron-queries.js';
 import { cronJobCommandSchema } from '../../domain/cron-job.js';
-import type { EventMeta } from '../../eventstore/types.js';
-import type { Principal } from '../auth.js';
 import type { Services } from '../commands.js';
 import { ownJob, ownRun, principalOf, sendCommand } from '../http.js';
 import {
@@ -35,8 +33,8 @@ import {
   view,
 } from '../views.js';
 import {
-  commandOn,
   commandProblems,
+  commandRoutes,
   IDEMPOTENCY_HEADER_DOC,
   idempotencyHeaders,
   type RouteDeps,
@@ -156,53 +154,37 @@ export const cronRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { comman
     async (request) => jobOut(await ownJob(readers, principalOf(request), request.params.id)),
   );
 
-  const jobCommand = <Body>(
-    method: 'post' | 'patch' | 'delete',
-    path: string,
-    summary: string,
-    body: z.ZodType | undefined,
-    run: (s: Services, id: string, body: Body, meta: EventMeta, principal: Principal) => Promise<unknown>,
-  ) =>
-    app.route({
-      method: method.toUpperCase() as 'POST',
-      url: `/cron-jobs/:id${path}`,
-      schema: {
-        tags: ['cron jobs'],
-        summary,
-        description: IDEMPOTENCY_HEADER_DOC,
-        headers: idempotencyHeaders,
-        params: uuidParams,
-        ...(body ? { body } : {}),
-        response: jobResponse(200),
-      },
-      handler: commandOn(commands, ownJob, async (s, id, b: Body, meta, principal) =>
-        jobOut((await run(s, id, b, meta, principal)) as Awaited<ReturnType<Services['cron']['get']>>),
-      ),
-    });
+  const jobCommand = commandRoutes(app, commands, {
+    path: '/cron-jobs',
+    tag: 'cron jobs',
+    view: cronJobView,
+    own: ownJob,
+    out: (job) => jobOut(job as Awaited<ReturnType<Services['cron']['get']>>),
+  });
 
   jobCommand(
-    'patch',
+    'PATCH',
     '',
     'Change a job (schedule, time zone, payload, policies)',
     updateBody,
     (s, id, b: z.output<typeof updateBody>, meta, p) => s.cron.update(id, b, p.actor, meta),
   );
   jobCommand(
-    'delete',
+    'DELETE',
     '',
     'Delete a job (nothing fires any more; queued runs are cancelled)',
     undefined,
     (s, id, _b: unknown, meta, p) => s.cron.delete(id, p.actor, meta),
   );
   jobCommand(
-    'post',
+    'POST',
     '/pause',
     'Pause a job, with the reason',
     pauseBody,
     (s, id, b: z.output<typeof pauseBody>, meta, p) => s.cron.pause(id, b.reason, p.actor, meta),
   );
   jobCommand(
-    'post',
+    'POST',
     '/resume',
     'Resume a paused job (held-back occurrences are recorded as one paused run)',
     undefined,
