@@ -127,6 +127,10 @@ const envSchema = z.object({
   HERALD_API_PORT: nonNegativeInt.max(65_535).default(8080),
   HERALD_API_BODY_LIMIT_BYTES: positiveInt.max(100 * 1024 * 1024).default(1_048_576),
   HERALD_API_SHUTDOWN_TIMEOUT_SECONDS: positiveInt.default(10),
+  // Dashboard sign-in sessions (issue 14): idle timeout, the cookie's Secure flag, proxy headers.
+  HERALD_API_SESSION_IDLE_MINUTES: positiveInt.max(7 * 24 * 60).default(60),
+  HERALD_API_SESSION_SECURE: z.enum(['auto', 'true', 'false']).default('auto'),
+  HERALD_API_TRUST_PROXY: z.enum(['true', 'false']).default('false'),
   HERALD_IDEMPOTENCY_TTL_HOURS: positiveInt.max(24 * 365).default(24),
   HERALD_DEMO_API_SECONDS: nonNegativeInt.max(86_400).default(0),
 
@@ -184,6 +188,31 @@ const envSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*$/, 'must be code[,code…]')
     .default('1,27,31,34,36'),
+  HERALD_SMS_SIMULATOR_FIXED_OUTCOMES: z
+    .string()
+    .regex(
+      /^$|^\d{6,15}=(DELIVERED|FAILED|EXPIRED|REJECTED|NOT_AVAILABLE)(:[A-Za-z0-9_]+)?(,\d{6,15}=(DELIVERED|FAILED|EXPIRED|REJECTED|NOT_AVAILABLE)(:[A-Za-z0-9_]+)?)*$/,
+      'must be empty or msisdn=OUTCOME[:code][,…] with E.164 digits (no +)',
+    )
+    .default(''),
+  // SMS controls and recovery (seed 003 part 2, the `sms:recovery` poller).
+  HERALD_SMS_DISPATCH_DEADLINE_MINUTES: positiveInt.max(525_600).default(1_440),
+  HERALD_SMS_DRAFT_STALE_MINUTES: positiveInt.default(10),
+  HERALD_SMS_BUILDING_STALE_MINUTES: positiveInt.default(60),
+  HERALD_SMS_DISPATCHING_STALE_MINUTES: positiveInt.default(30),
+  HERALD_SMS_CANCELLING_STALE_MINUTES: positiveInt.default(5),
+  HERALD_SMS_DLR_TIMEOUT_MINUTES: positiveInt.default(2_880),
+  // SMS delivery reports, retries and refunds (seed 003 part 2: roll-up, retry dispatcher, refunds).
+  HERALD_SMS_MAX_ATTEMPTS: positiveInt.max(100).default(3),
+  HERALD_SMS_RETRY_MINUTES: nonNegativeInt.max(10_080).default(5),
+  HERALD_SMS_RETRY_JITTER_SECONDS: nonNegativeInt.max(3_600).default(30),
+  HERALD_SMS_RETRYABLE_CODES: z
+    .string()
+    .regex(/^([A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*)?$/, 'must be code[,code…] (or empty)')
+    .default('27,31,34'),
+  HERALD_SMS_REFUND_RETRY_AFTER_SECONDS: nonNegativeInt.default(60),
+  HERALD_SMS_ROLLUP_BATCH_SIZE: positiveInt.max(50_000).default(2_000),
+  HERALD_SMS_LEASE_TTL_SECONDS: positiveInt.max(3_600).default(30),
 });
 
 export type HeraldEnv = z.infer<typeof envSchema>;
@@ -311,6 +340,12 @@ export interface ApiSettings {
   readonly idempotencyTtlMs: number;
   /** `npm run demo` keeps its API up this long after the demo's run (0: it exits at once; Ctrl-C ends it). */
   readonly demoHoldMs: number;
+  /** A dashboard session unused this long expires (database clock). */
+  readonly sessionIdleMs: number;
+  /** The session cookie's Secure flag: `auto` sets it when the request came over TLS (or https through a trusted proxy). */
+  readonly sessionSecure: 'auto' | 'always' | 'never';
+  /** Trust X-Forwarded-* headers (behind a TLS-terminating proxy). */
+  readonly trustProxy: boolean;
 }
 
 /** SMS campaigns (seed 003, docs/decisions/0014-sms-campaigns.md). */
@@ -338,10 +373,38 @@ export interface SmsSettings {
   readonly submitTopic: string;
   /** Where the SMS gateway (or `herald sms-simulator`) writes delivery reports. */
   readonly dlrTopic: string;
+  /** An SMS campaign's dispatch deadline: its startAt (or activation, or next window opening) + this. */
+  readonly dispatchDeadlineMs: number;
+  /** Stale recovery (`sms:recovery`): a DRAFT older than this is reversed and FAILED. */
+  readonly draftStaleMs: number;
+  /** …a BUILDING campaign without a charge or saved recipients older than this is FAILED (upload again). */
+  readonly buildingStaleMs: number;
+  /** …a DISPATCHING campaign without progress this long has its unsent work requeued. */
+  readonly dispatchingStaleMs: number;
+  /** …a CANCELLING campaign still unsettled after this long is settled again (normally at once). */
+  readonly cancellingStaleMs: number;
+  /** A recipient SUBMITTED this long without a delivery report gets a synthetic NOT_AVAILABLE (DLR_TIMEOUT). */
+  readonly dlrTimeoutMs: number;
+  /** Submissions a recipient may have before a temporary failure is final (HERALD_SMS_MAX_ATTEMPTS). */
+  readonly maxAttempts: number;
+  /** A temporary failure is retried after this long… */
+  readonly retryMs: number;
+  /** …plus a random 0..retryJitterMs. */
+  readonly retryJitterMs: number;
+  /** FAILED codes that are temporary (besides codes naming timeouts, connection errors, 5xx). */
+  readonly retryableCodes: readonly string[];
+  /** A failed recipient still unrefunded this long after it failed is refunded again (same key). */
+  readonly refundRetryAfterMs: number;
+  /** Delivery reports rolled up per campaign transaction. */
+  readonly rollupBatchSize: number;
+  /** The SMS pollers' leases (sms:dlr-rollup, sms:retry-dispatcher, sms:refund-retry, sms:recovery). */
+  readonly leaseTtlMs: number;
   readonly simulator: {
     readonly outcomes: readonly { readonly outcome: string; readonly weight: number }[];
     readonly latencyMs: { readonly min: number; readonly max: number };
     readonly failedCodes: readonly string[];
+    /** Numbers (E.164 digits) that always get one outcome, like a payment sandbox's test cards. */
+    readonly fixed: ReadonlyMap<string, { readonly status: string; readonly errorCode: string | null }>;
   };
 }
 
@@ -370,10 +433,32 @@ function smsSettings(e: HeraldEnv): SmsSettings {
     sink: e.HERALD_SMS_SINK,
     submitTopic: e.HERALD_SMS_SUBMIT_TOPIC,
     dlrTopic: e.HERALD_SMS_DLR_TOPIC,
+    dispatchDeadlineMs: e.HERALD_SMS_DISPATCH_DEADLINE_MINUTES * 60_000,
+    draftStaleMs: e.HERALD_SMS_DRAFT_STALE_MINUTES * 60_000,
+    buildingStaleMs: e.HERALD_SMS_BUILDING_STALE_MINUTES * 60_000,
+    dispatchingStaleMs: e.HERALD_SMS_DISPATCHING_STALE_MINUTES * 60_000,
+    cancellingStaleMs: e.HERALD_SMS_CANCELLING_STALE_MINUTES * 60_000,
+    dlrTimeoutMs: e.HERALD_SMS_DLR_TIMEOUT_MINUTES * 60_000,
+    maxAttempts: e.HERALD_SMS_MAX_ATTEMPTS,
+    retryMs: e.HERALD_SMS_RETRY_MINUTES * 60_000,
+    retryJitterMs: e.HERALD_SMS_RETRY_JITTER_SECONDS * 1000,
+    retryableCodes: e.HERALD_SMS_RETRYABLE_CODES === '' ? [] : e.HERALD_SMS_RETRYABLE_CODES.split(','),
+    refundRetryAfterMs: e.HERALD_SMS_REFUND_RETRY_AFTER_SECONDS * 1000,
+    rollupBatchSize: e.HERALD_SMS_ROLLUP_BATCH_SIZE,
+    leaseTtlMs: e.HERALD_SMS_LEASE_TTL_SECONDS * 1000,
     simulator: {
       outcomes,
       latencyMs: { min, max: max ?? min },
       failedCodes: e.HERALD_SMS_SIMULATOR_FAILED_CODES.split(','),
+      fixed: new Map(
+        e.HERALD_SMS_SIMULATOR_FIXED_OUTCOMES.split(',')
+          .filter(Boolean)
+          .map((pair) => {
+            const [msisdn, outcome] = pair.split('=') as [string, string];
+            const [status, errorCode] = outcome.split(':') as [string, string?];
+            return [msisdn, { status, errorCode: errorCode ?? (status === 'FAILED' ? '1' : null) }];
+          }),
+      ),
     },
   };
 }
@@ -662,6 +747,14 @@ export function loadConfig(
       shutdownTimeoutMs: e.HERALD_API_SHUTDOWN_TIMEOUT_SECONDS * 1000,
       idempotencyTtlMs: e.HERALD_IDEMPOTENCY_TTL_HOURS * 3_600_000,
       demoHoldMs: e.HERALD_DEMO_API_SECONDS * 1000,
+      sessionIdleMs: e.HERALD_API_SESSION_IDLE_MINUTES * 60_000,
+      sessionSecure:
+        e.HERALD_API_SESSION_SECURE === 'auto'
+          ? 'auto'
+          : e.HERALD_API_SESSION_SECURE === 'true'
+            ? 'always'
+            : 'never',
+      trustProxy: e.HERALD_API_TRUST_PROXY === 'true',
     },
     tracing: {
       enabled:

@@ -25,6 +25,10 @@ export {
   type SmsSubmission,
   smsDispatchSweeper,
 } from './aggregates/campaign/sms/dispatch.js';
+export { checkCampaignMoney, type MoneyCheck } from './aggregates/campaign/sms/money-check.js';
+export { refundRecipients, smsRefundRetrySweeper } from './aggregates/campaign/sms/refunds.js';
+export { smsRetryDispatcher } from './aggregates/campaign/sms/retries.js';
+export { type SmsRollup, smsRollupSweeper } from './aggregates/campaign/sms/rollup.js';
 export { postgresSmsRouting, type SmsRoutingPort } from './aggregates/campaign/sms/routing.js';
 export {
   type BulkCreated,
@@ -240,6 +244,7 @@ export {
   runRole,
   runTogether,
 } from './runtime/runtime.js';
+export { type LeasedSweeper, type LeasedSweeperOptions, leasedSweeper } from './scanner/leased-sweeper.js';
 export type { Sweeper, SweepResult } from './scanner/scanner.js';
 export {
   type ClaimSweepDefinition,

@@ -62,6 +62,7 @@ export const campaignView = z
     claimEpoch: z.number().int(),
     claimedAt: instant.nullable(),
     pausedFrom: z.enum(PAUSABLE_CAMPAIGN_STATUSES).nullable(),
+    pauseReason: z.string().nullable().describe('why a PAUSED campaign was paused; null otherwise'),
     deletedAt: instant.nullable(),
     resendAttempt: z.number().int(),
     failureReason: z.string().nullable(),

@@ -3,41 +3,59 @@
  * campaign's counters (kept on the campaign in the same transactions as its recipient rows, never
  * counted on read), its charge and its CSV build; and the operator-network test double.
  *
- *   herald campaigns show <id> [--json]
+ *   herald campaigns show <id> [--json]          (SMS: counters, money, withdrawal, the money check)
  *   herald campaigns recipients <id> [--after <recipient id>] [--limit <n>] [--json]
+ *   herald campaigns pause|resume|cancel <id> [--reason <text>]
+ *   herald campaigns reschedule <id> <time> [--reason <text>]   (SMS: a Dhaka-local time as at creation)
+ *   herald campaigns resend <id> [--dry-run] [--reason <text>]   (SMS: the failed recipients, charged once)
  *   herald billing credit <organization> <amount> --key <key>   (the default ledger: a top-up, once per key)
  *   herald billing balance <organization>
  *   herald sms-simulator
  */
+import { randomUUID } from 'node:crypto';
 import { listRecipients, loadUpload } from '../adapters/postgres/sms-queries.js';
 import { campaignAggregate } from '../aggregates/campaign/descriptor.js';
+import { CampaignService } from '../aggregates/campaign/service.js';
 import { PostgresLedger } from '../aggregates/campaign/sms/billing.js';
+import { checkCampaignMoney, type MoneyCheck } from '../aggregates/campaign/sms/money-check.js';
+import { SmsCampaignService } from '../aggregates/campaign/sms/service.js';
 import { smsSimulatorRole } from '../aggregates/campaign/sms/simulator.js';
 import type { ExistingCampaign } from '../domain/campaign.js';
 import { NotFoundError } from '../errors.js';
+import { CommandHandler } from '../eventstore/command-handler.js';
+import type { Database } from '../ports/database.js';
 import { runRole } from '../runtime/runtime.js';
 import { json, oneShot, out, parse, UsageError } from './one-shot.js';
-import type { Role } from './role.js';
+import type { Role, RoleContext } from './role.js';
 
-const USAGE = 'herald campaigns show <id> [--json] | recipients <id> [--after <id>] [--limit <n>] [--json]';
+const USAGE =
+  'herald campaigns show <id> [--json] | recipients <id> [--after <id>] [--limit <n>] [--json] | ' +
+  'pause|resume|cancel <id> [--reason <text>] | reschedule <id> <time> [--reason <text>] | ' +
+  'resend <id> [--dry-run] [--reason <text>]';
 
 const OPTIONS = {
   json: { type: 'boolean' },
   after: { type: 'string' },
   limit: { type: 'string' },
+  reason: { type: 'string' },
+  'dry-run': { type: 'boolean' },
 } as const;
+
+const CONTROLS = ['pause', 'resume', 'cancel', 'reschedule', 'resend'];
 
 /** The lines `herald campaigns show` prints for a campaign. */
 export function describeCampaign(
   c: ExistingCampaign,
   upload?: Awaited<ReturnType<typeof loadUpload>>,
+  money?: MoneyCheck | null,
 ): string[] {
   const lines = [
     `campaign ${c.campaignId}  "${c.name}"  ${c.channel}  ${c.status}${c.deletedAt ? ' (deleted)' : ''}  epoch ${c.claimEpoch}`,
     `  organization ${c.organizationId}; created ${c.createdAt}; start ${c.startAt ?? 'at once'}; status since ${c.statusChangedAt}`,
   ];
   if (c.failureReason) lines.push(`  failed: ${c.failureReason}`);
-  if (c.pausedFrom) lines.push(`  paused from ${c.pausedFrom}`);
+  if (c.pausedFrom) lines.push(`  paused from ${c.pausedFrom}${c.pauseReason ? `: ${c.pauseReason}` : ''}`);
+  if (c.dispatchDeadline) lines.push(`  dispatch deadline ${c.dispatchDeadline}`);
   const s = c.sms;
   if (!s) {
     if (c.channel === 'line')
@@ -57,9 +75,25 @@ export function describeCampaign(
   );
   const p = s.progress;
   lines.push(
-    `  progress: pending ${p.pending}, deferred ${p.deferred}, submitted ${p.submitted}, delivered ${p.delivered}, failed ${p.failed}, refunded ${p.refunded}` +
+    `  progress: pending ${p.pending}, deferred ${p.deferred}, submitted ${p.submitted}, retry pending ${p.retryPending}, ` +
+      `delivered ${p.delivered}, failed ${p.failed} (unconfirmed ${p.unconfirmed}, refunded ${p.refunded}), cancelled ${p.cancelled}` +
       ` (deferrals ${s.deferrals}, submissions ${s.submissions})`,
   );
+  lines.push(
+    `  money: total ${s.totalCost}, actual ${s.actualCost}, refunded ${s.refundedCost}, unconfirmed ${s.unconfirmedCost}, ` +
+      `cancelled ${s.cancelledCost}, failed ${s.failedCost}; resend attempt ${c.resendAttempt}`,
+  );
+  if (s.autoPause)
+    lines.push(
+      `  auto-pause: more than ${Number((s.autoPause.maxFailureRate * 100).toFixed(2))}% failed over the last ${s.autoPause.window} reports`,
+    );
+  if (s.withdrawal) {
+    const w = s.withdrawal;
+    lines.push(
+      `  withdrawal (${w.reason}): ${w.recipients} unsent recipients, ${w.amount}, key ${w.key}, ` +
+        (w.refundedAt ? `refunded at ${w.refundedAt}` : 'refund owed'),
+    );
+  }
   if (upload) {
     const reasons = Object.entries(upload.rejectedByReason)
       .map(([reason, n]) => `${reason} ${n}`)
@@ -70,21 +104,108 @@ export function describeCampaign(
         (upload.error ? `; ${upload.error}` : ''),
     );
   }
+  if (money) {
+    lines.push(
+      `  money check: charged ${money.charged} = delivered ${money.delivered} + refunded ${money.refunded} + unconfirmed ${money.unconfirmed}` +
+        ` + outstanding ${money.outstanding}: ${money.balanced ? 'balanced' : money.problems.join('; ') || 'not settled yet'}`,
+    );
+  }
   return lines;
 }
 
-const campaignsCommand: Role['run'] = oneShot(USAGE, async ({ argv }, db) => {
+/** `herald campaigns pause|resume|cancel|reschedule|resend`: the SMS controls, or the generic commands for LINE. */
+async function control(
+  db: Database,
+  config: RoleContext['config'],
+  sub: string,
+  campaign: ExistingCampaign,
+  rest: string[],
+  values: { reason?: string | undefined; 'dry-run'?: boolean | undefined; json?: boolean | undefined },
+): Promise<number> {
+  const handler = new CommandHandler({ db, pod: config.pod });
+  const meta = { actor: 'cli', correlationId: randomUUID() };
+  const id = campaign.campaignId;
+  const reason = values.reason;
+  const isSms = campaign.channel === 'sms' && campaign.sms !== null;
+  const sms = new SmsCampaignService({
+    db,
+    handler,
+    billing: new PostgresLedger(db),
+    settings: config.sms,
+    idempotencyTtlMs: config.api.idempotencyTtlMs,
+  });
+  const generic = new CampaignService({ db, handler });
+  const show = (state: ExistingCampaign, what: string) => {
+    if (values.json) out(json(state));
+    else {
+      out(`${what}: ${state.status}`);
+      for (const line of describeCampaign(state)) out(line);
+    }
+    return 0;
+  };
+  switch (sub) {
+    case 'pause':
+      return show(await generic.pause(id, meta, reason), 'paused');
+    case 'resume':
+      return show(await generic.resume(id, meta, reason), 'resumed');
+    case 'cancel': {
+      const state = await generic.cancel(id, reason, meta);
+      return show(
+        state,
+        isSms && state.status === 'CANCELLING'
+          ? 'cancelling (the scanner withdraws and refunds the unsent recipients, then CANCELLED)'
+          : 'cancelled',
+      );
+    }
+    case 'reschedule': {
+      const [time] = rest;
+      if (!time) throw new UsageError('expected reschedule <id> <time>');
+      const state = isSms
+        ? await sms.reschedule(id, { scheduledAt: time, ...(reason ? { reason } : {}) }, { meta })
+        : await generic.reschedule(id, time, undefined, meta);
+      return show(state, `rescheduled to ${state.startAt}`);
+    }
+    case 'resend': {
+      if (!isSms) throw new UsageError('resend is for SMS campaigns');
+      const preview = await sms.resendPreview(id);
+      if (values['dry-run']) {
+        if (values.json) out(json(preview));
+        else
+          out(
+            `resend ${preview.nextResendAttempt} of ${id} would send ${preview.recipients} failed recipients for ${preview.cost} ` +
+              `(key ${preview.chargeKey}); refunds pending ${preview.refundsPending}`,
+          );
+        return 0;
+      }
+      const result = await sms.resend(id, reason ? { reason } : {}, {
+        organizationId: campaign.organizationId,
+        meta,
+      });
+      return show(
+        result.body,
+        `resend ${preview.nextResendAttempt}: ${preview.recipients} recipients charged ${preview.cost}`,
+      );
+    }
+    default:
+      throw new UsageError(`unknown command ${sub}`);
+  }
+}
+
+const campaignsCommand: Role['run'] = oneShot(USAGE, async (context, db) => {
+  const { argv } = context;
   const { positionals, values } = parse(argv, OPTIONS);
-  const [sub, id] = positionals;
-  if (!sub || !id || !['show', 'recipients'].includes(sub))
-    throw new UsageError('expected show <id> or recipients <id>');
+  const [sub, id, ...rest] = positionals;
+  if (!sub || !id || !['show', 'recipients', ...CONTROLS].includes(sub))
+    throw new UsageError(`expected show|recipients|${CONTROLS.join('|')} <id>`);
   const loaded = await campaignAggregate.store.load(db, id);
   if (!loaded || loaded.state.status === 'NONE') throw new NotFoundError(`campaign ${id} not found`);
   const campaign = loaded.state;
+  if (CONTROLS.includes(sub)) return control(db, context.config, sub, campaign, rest, values);
   if (sub === 'show') {
     const upload = campaign.sms?.source === 'csv' ? await loadUpload(db, campaign.campaignId) : null;
-    if (values.json) out(json({ campaign, upload }));
-    else for (const line of describeCampaign(campaign, upload)) out(line);
+    const money = campaign.sms ? await checkCampaignMoney(db, campaign.campaignId) : null;
+    if (values.json) out(json({ campaign, upload, money }));
+    else for (const line of describeCampaign(campaign, upload, money)) out(line);
     return 0;
   }
   const limit = values.limit === undefined ? 50 : Number(values.limit);
@@ -144,7 +265,8 @@ export const campaignRoles: Record<string, Role> = {
     run: billingCommand,
   },
   campaigns: {
-    summary: 'campaigns: show <id> (status, SMS counters, charge, build) | recipients <id>',
+    summary:
+      'campaigns: show <id> (status, SMS counters, money, build) | recipients <id> | pause|resume|cancel|reschedule|resend <id>',
     run: campaignsCommand,
   },
   'sms-simulator': {

@@ -79,9 +79,23 @@ export interface Topology {
   readonly scannerWakeQueues?: readonly { readonly queue: string; readonly consumer: string }[];
 }
 
+/**
+ * A lease one of the registration's sweepers must hold (a poller that runs alone, e.g.
+ * `sms:dlr-rollup`): readiness requires it to be present and fresh in every process that runs `role`
+ * (any replica may hold it), and /metrics shows its age (herald_lease_age_seconds).
+ */
+export interface RequiredLease {
+  readonly name: string;
+  /** The role whose sweepers hold it (`scanner`, `worker`). */
+  readonly role: string;
+  readonly description?: string;
+}
+
 export interface AggregateRegistration<State, Command, Event extends DomainEvent> {
   readonly aggregate: AggregateDescriptor<State, Command, Event>;
   readonly sideStreams?: readonly SideStream[];
+  /** Leases its sweepers hold (leasedSweeper), required by readiness where their role runs. */
+  readonly leases?: readonly RequiredLease[];
   readonly topology?: Topology;
   readonly sweepers?: (context: AggregateContext) => Sweeper[];
   /** Sweeps `herald worker` runs itself (a deployment shape where workers claim their own work). */
@@ -96,6 +110,7 @@ export interface RegisteredAggregate {
   readonly streamType: string;
   readonly stateModel: StateModel;
   readonly sideStreams: readonly SideStream[];
+  readonly leases: readonly RequiredLease[];
   readonly topology: Topology;
   readonly sweepers: (context: AggregateContext) => Sweeper[];
   readonly workerSweepers: (context: AggregateContext) => Sweeper[];
@@ -118,6 +133,7 @@ export function defineAggregate<State, Command, Event extends DomainEvent>(
       messageEffectStreams: sideStreams.filter((s) => s.effectsOfMessages).map((s) => s.streamType),
     }),
     sideStreams,
+    leases: registration.leases ?? [],
     topology: registration.topology ?? {},
     sweepers: registration.sweepers ?? (() => []),
     workerSweepers: registration.workerSweepers ?? (() => []),
@@ -177,6 +193,11 @@ export class AggregateRegistry {
 
   get sideStreams(): readonly SideStream[] {
     return this.aggregates.flatMap((a) => a.sideStreams);
+  }
+
+  /** Every lease a registration's sweepers hold (readiness requires those of the roles a process runs). */
+  get leases(): readonly RequiredLease[] {
+    return this.aggregates.flatMap((a) => a.leases);
   }
 
   stateModelFor(streamType: string): StateModel {

@@ -13,7 +13,9 @@
  *   lease — one per registered projection, `projector:<name>`, held by whichever projector replica is
  *   active — must exist and have been renewed within HERALD_READY_MAX_LEASE_AGE_SECONDS; so must any
  *   other lease still held (a running rebuild). A released lease nobody needs (a finished rebuild) is
- *   not a fault. Each projection checkpoint's lag (the age of the oldest entry it has not applied)
+ *   not a fault. So must the leases registrations declare for a role this process runs (`leases` of a
+ *   registration, e.g. the SMS pollers' `sms:dlr-rollup` for `scanner`): any replica of that role may
+ *   hold it, every replica's readiness requires someone to. Each projection checkpoint's lag (the age of the oldest entry it has not applied)
  *   must stay within HERALD_READY_MAX_PROJECTION_LAG_SECONDS. Failures name the lease or checkpoint.
  * All ages are the database clock's (invariant 6). The evaluation of the rows is pure
  * (`evaluateLeases`, `evaluateProjections`) and unit-tested; the database part is one indexed read.
@@ -70,10 +72,15 @@ export interface LeaseRequirements {
   readonly checkpoints: readonly { name: string; projection: string; source: ProjectionSource }[];
 }
 
-export function leaseRequirements(registries: Iterable<AggregateRegistry>): LeaseRequirements {
+export function leaseRequirements(
+  registries: Iterable<AggregateRegistry>,
+  roles: Iterable<string> = [],
+): LeaseRequirements {
   const leases = new Set<string>();
   const checkpoints = new Map<string, { name: string; projection: string; source: ProjectionSource }>();
+  const running = new Set(roles);
   for (const registry of registries) {
+    for (const lease of registry.leases) if (running.has(lease.role)) leases.add(lease.name);
     for (const projection of registry.projections.values()) {
       leases.add(projectorLeaseName(projection.name));
       for (const source of projection.sources) {
@@ -189,6 +196,8 @@ export function processReadiness(
     readonly db: SqlClient;
     readonly registries: () => Iterable<AggregateRegistry>;
     readonly probes: () => Iterable<ReadinessProbe>;
+    /** The roles this process runs (their registered leases are required); default none. */
+    readonly roles?: () => Iterable<string>;
   },
 ): () => Promise<ReadinessReport> {
   const startedAt = performance.now();
@@ -198,7 +207,7 @@ export function processReadiness(
       timeoutMs: settings.readyTimeoutMs,
       probes: deps.probes(),
       leases: {
-        ...leaseRequirements(deps.registries()),
+        ...leaseRequirements(deps.registries(), deps.roles?.() ?? []),
         maxLeaseAgeSeconds: settings.maxLeaseAgeSeconds,
         maxProjectionLagSeconds: settings.maxProjectionLagSeconds,
         inStartupGrace: performance.now() - startedAt < settings.startupGraceMs,

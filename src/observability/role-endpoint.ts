@@ -77,6 +77,7 @@ class SharedEndpoint {
       db,
       registries: () => this.registries(),
       probes: () => [...this.sources].flatMap((s) => s.probes.list()),
+      roles: () => [...this.sources].map((s) => s.role),
     });
   }
 

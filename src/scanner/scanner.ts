@@ -25,6 +25,8 @@ export interface Sweeper {
   sweep(): Promise<SweepResult>;
   /** Milliseconds until this sweeper has work again (null: nothing scheduled). */
   nextDueInMs(): Promise<number | null>;
+  /** Called once the scanner stopped (e.g. a leased sweeper releases its lease). */
+  stop?(): Promise<void>;
 }
 
 export interface ScannerOptions {
@@ -76,8 +78,9 @@ export class Scanner {
     this.loop.wake();
   }
 
-  stop(): Promise<void> {
-    return this.loop.stop();
+  async stop(): Promise<void> {
+    await this.loop.stop();
+    await Promise.all(this.options.sweepers.map((sweeper) => sweeper.stop?.()));
   }
 
   /** One full pass over every sweeper (tests and `herald scanner --once`). */

@@ -20,6 +20,19 @@ describe('sms settings', () => {
       sink: 'kafka',
       submitTopic: 'sms.submit',
       dlrTopic: 'sms.dlr',
+      dispatchDeadlineMs: 1_440 * 60_000,
+      draftStaleMs: 10 * 60_000,
+      buildingStaleMs: 60 * 60_000,
+      dispatchingStaleMs: 30 * 60_000,
+      cancellingStaleMs: 5 * 60_000,
+      dlrTimeoutMs: 2_880 * 60_000,
+      maxAttempts: 3,
+      retryMs: 5 * 60_000,
+      retryJitterMs: 30_000,
+      retryableCodes: ['27', '31', '34'],
+      refundRetryAfterMs: 60_000,
+      rollupBatchSize: 2_000,
+      leaseTtlMs: 30_000,
       simulator: {
         outcomes: [
           { outcome: 'DELIVERED', weight: 90 },
@@ -30,8 +43,24 @@ describe('sms settings', () => {
         ],
         latencyMs: { min: 20, max: 200 },
         failedCodes: ['1', '27', '31', '34', '36'],
+        fixed: new Map(),
       },
     });
+  });
+
+  it('fixed simulator outcomes: msisdn=OUTCOME[:code], FAILED without a code gets code 1', () => {
+    const fixed = loadConfig({
+      ...base,
+      HERALD_SMS_SIMULATOR_FIXED_OUTCOMES: '8801700000001=REJECTED,8801700000002=FAILED:27,8801700000003=FAILED',
+    }).sms.simulator.fixed;
+    expect([...fixed]).toEqual([
+      ['8801700000001', { status: 'REJECTED', errorCode: null }],
+      ['8801700000002', { status: 'FAILED', errorCode: '27' }],
+      ['8801700000003', { status: 'FAILED', errorCode: '1' }],
+    ]);
+    expect(() => loadConfig({ ...base, HERALD_SMS_SIMULATOR_FIXED_OUTCOMES: '+880170=LOST' })).toThrow(
+      /HERALD_SMS_SIMULATOR_FIXED_OUTCOMES/,
+    );
   });
 
   it.each([
@@ -44,6 +73,11 @@ describe('sms settings', () => {
     ['HERALD_SMS_SIMULATOR_OUTCOMES', 'DELIVERED=90,LOST=10'],
     ['HERALD_SMS_SIMULATOR_OUTCOMES', 'DELIVERED=0'],
     ['HERALD_SMS_SIMULATOR_LATENCY_MS', '200-20'],
+    ['HERALD_SMS_MAX_ATTEMPTS', '0'],
+    ['HERALD_SMS_RETRY_MINUTES', '-1'],
+    ['HERALD_SMS_RETRYABLE_CODES', '27,,31'],
+    ['HERALD_SMS_ROLLUP_BATCH_SIZE', '0'],
+    ['HERALD_SMS_LEASE_TTL_SECONDS', '0'],
   ])('%s=%s is refused, naming the variable', (variable, value) => {
     const error = (() => {
       try {

@@ -285,6 +285,7 @@ describe("the simulator's outcome mix", () => {
       ],
       latencyMs: { min: 10, max: 50 },
       failedCodes: ['27', '34'],
+      fixed: new Map([['8801700000009', { status: 'REJECTED', errorCode: null }]]),
     };
     const counts: Record<string, number> = {};
     for (let i = 0; i < 20_000; i++) {
@@ -300,5 +301,9 @@ describe("the simulator's outcome mix", () => {
     expect(counts.NOT_AVAILABLE! / 20_000).toBeCloseTo(0.1, 1);
     expect(counts.EXPIRED).toBeUndefined();
     expect(simulatedOutcome('s', '1', simulator)).toEqual(simulatedOutcome('s', '1', simulator));
+    // A fixed test number gets its outcome whatever the submission (a sandbox's test numbers).
+    for (const sub of ['a', 'b', 'c']) {
+      expect(simulatedOutcome(sub, '1', simulator, '+8801700000009')).toMatchObject({ status: 'REJECTED', errorCode: null });
+    }
   });
 });

@@ -115,6 +115,25 @@ describe('leaseRequirements', () => {
       checkpoints: [],
     });
   });
+
+  it("add the leases a registration declares for a role, only where that role runs (the SMS pollers': scanner)", () => {
+    const scanner = leaseRequirements([heraldRegistry], ['scanner']).leases;
+    expect(scanner).toEqual(
+      expect.arrayContaining([
+        'projector:dispatch_stats',
+        'sms:dlr-rollup',
+        'sms:refund-retry',
+        'sms:retry-dispatcher',
+      ]),
+    );
+    expect([...scanner].sort()).toEqual(scanner);
+    for (const roles of [[], ['relay', 'worker', 'projector']]) {
+      expect(leaseRequirements([heraldRegistry], roles).leases).toEqual(['projector:dispatch_stats']);
+    }
+    expect(heraldRegistry.leases.filter((l) => l.name.startsWith('sms:')).map((l) => l.role)).toEqual(
+      expect.arrayContaining(['scanner']),
+    );
+  });
 });
 
 describe('ReadinessProbes', () => {

@@ -365,6 +365,73 @@ describe('role endpoint', () => {
     expect((await leaseCheck())!.ok).toBe(true);
   });
 
+  it("a scanner's /readyz requires the SMS pollers' leases: one older than its threshold → 503 naming it; /metrics shows each lease's age", async () => {
+    const config = t.config({
+      AMQP_URL: '', // no tick consumer: polls and timers only
+      HERALD_SCANNER_POLL_MS: '200',
+      HERALD_READY_STARTUP_GRACE_SECONDS: '0',
+      HERALD_READY_MAX_LEASE_AGE_SECONDS: '3',
+      HERALD_READY_MAX_PROJECTION_LAG_SECONDS: '0',
+      HERALD_SMS_LEASE_TTL_SECONDS: '1',
+      HERALD_PROJECTOR_LEASE_SECONDS: '1',
+      HERALD_PROJECTOR_POLL_MS: '200',
+    });
+    const scanner = await start('scanner', scannerRole, config, heraldRegistry);
+    await start('projector', projectorRole, config, heraldRegistry);
+    const url = scanner.url;
+    const up = await waitFor(
+      async () => {
+        const r = await readiness(url);
+        return r.status === 200 ? r : null;
+      },
+      { what: 'ready: the scanner holds its leases', timeoutMs: 30_000 },
+    );
+    const names = up.report.checks.map((c) => c.name);
+    for (const lease of ['sms:dlr-rollup', 'sms:retry-dispatcher', 'sms:refund-retry']) {
+      expect(names).toContain(`lease:${lease}`);
+    }
+    const fresh = await scrape(url);
+    expect(fresh.get('herald_lease_held{lease="sms:dlr-rollup"}')).toBe(1);
+    expect(fresh.get('herald_lease_age_seconds{lease="sms:dlr-rollup"}')).toBeLessThan(3);
+    // An idle scanner keeps renewing (its timer is armed at a third of the TTL): still fresh later.
+    await waitFor(
+      async () =>
+        (
+          await t.db.query(
+            `select 1 from lease where name = 'sms:dlr-rollup' and acquired_at < now() - interval '2 seconds'`,
+          )
+        ).rowCount === 1,
+      { what: 'the lease held for 2 s' },
+    );
+    expect((await readiness(url)).status).toBe(200);
+
+    // A holder that stopped renewing (paused, stuck) still holds it unexpired: nobody else may take it.
+    await t.db.query(
+      `update lease set owner = 'stuck-pod:1', term = term + 1, renewed_at = now(), expires_at = now() + interval '1 hour'
+        where name = 'sms:dlr-rollup'`,
+    );
+    const stale = await waitFor(
+      async () => {
+        const r = await readiness(url);
+        return r.status === 503 ? r : null;
+      },
+      { what: 'not ready: the roll-up lease went stale' },
+    );
+    expect(stale.report.checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['lease:sms:dlr-rollup']);
+    expect(stale.report.checks.find((c) => c.name === 'lease:sms:dlr-rollup')!.detail).toMatch(
+      /by stuck-pod:1 \(older than 3 s\): its holder stopped renewing it/,
+    );
+    expect((await scrape(url)).get('herald_lease_age_seconds{lease="sms:dlr-rollup"}')).toBeGreaterThan(3);
+
+    // It expires: the scanner takes it over (a new term) and readiness recovers.
+    await t.db.query(`update lease set expires_at = now() where name = 'sms:dlr-rollup'`);
+    await waitFor(async () => (await readiness(url)).status === 200, { what: 'ready again' });
+    const { rows } = await t.db.query<{ owner: string }>(
+      `select owner from lease where name = 'sms:dlr-rollup'`,
+    );
+    expect(rows[0]!.owner).not.toBe('stuck-pod:1');
+  });
+
   it("/readyz follows the relay's broker connection: 503 once it is lost, 200 after the probe reconnected it", async () => {
     const amqp = new URL(process.env.AMQP_URL!);
     const proxy = await TcpProxy.reserve({ host: amqp.hostname, port: Number(amqp.port) });

@@ -32,15 +32,18 @@ describe('herald campaigns', () => {
       `recipients 3 (rejected 0), segments ${c.sms!.segments}, total cost ${c.sms!.totalCost}; charged campaign:${c.campaignId}`,
     );
     expect(show.stdout).toContain(
-      'progress: pending 3, deferred 0, submitted 0, delivered 0, failed 0, refunded 0 (deferrals 0, submissions 0)',
+      'progress: pending 3, deferred 0, submitted 0, retry pending 0, delivered 0, failed 0 (unconfirmed 0, refunded 0), cancelled 0 (deferrals 0, submissions 0)',
     );
     const json = await herald(t, ['campaigns', 'show', c.campaignId, '--json']);
     expect(JSON.parse(json.stdout).campaign.sms.progress).toEqual({
       pending: 3,
       deferred: 0,
       submitted: 0,
+      retryPending: 0,
       delivered: 0,
       failed: 0,
+      cancelled: 0,
+      unconfirmed: 0,
       refunded: 0,
     });
     const recipients = await herald(t, ['campaigns', 'recipients', c.campaignId]);

@@ -506,7 +506,7 @@ describe('billing failures', () => {
   });
 });
 
-it('a scheduled create keeps a deadline-free SCHEDULED campaign due at its startAt', async () => {
+it('a scheduled create is SCHEDULED at its startAt with a dispatch deadline HERALD_SMS_DISPATCH_DEADLINE_MINUTES later', async () => {
   // 10:00 in Dhaka two days ahead: inside the promotional window whatever time the test runs at.
   const { rows } = await t.db.query<{ d: string }>(
     `select to_char((now() + interval '2 days') at time zone 'Asia/Dhaka', 'YYYY-MM-DD') as d`,
@@ -516,5 +516,10 @@ it('a scheduled create keeps a deadline-free SCHEDULED campaign due at its start
     inlineRequest({ scheduleType: 'SCHEDULED', scheduledAt: `${rows[0]!.d}T10:00:00` }),
     { organizationId: ORG },
   );
-  expect(c.body).toMatchObject({ status: 'SCHEDULED', dispatchDeadline: null });
+  const startAt = new Date(`${rows[0]!.d}T10:00:00+06:00`).toISOString();
+  expect(c.body).toMatchObject({
+    status: 'SCHEDULED',
+    startAt,
+    dispatchDeadline: new Date(Date.parse(startAt) + 1_440 * 60_000).toISOString(),
+  });
 });

@@ -12,7 +12,13 @@ import type { SqlClient } from '../../ports/database.js';
 
 /** A column stored from a state field (read back into it), or computed from the state (write only). */
 export type StateColumn<State> =
-  | { readonly column: string; readonly type: string; readonly field: keyof State & string }
+  | {
+      readonly column: string;
+      readonly type: string;
+      readonly field: keyof State & string;
+      /** Normalizes the stored value when a row is read (e.g. defaults for fields added to a jsonb later). */
+      readonly read?: (stored: unknown) => unknown;
+    }
   | { readonly column: string; readonly type: string; readonly compute: (state: State) => unknown };
 
 export interface StateTableSpec<State> {
@@ -89,9 +95,10 @@ export function stateTable<State>(spec: StateTableSpec<State>) {
 
   function fromRow(row: Row): { state: State; version: number } {
     const state: Record<string, unknown> = {};
-    for (const { column, field } of stored) {
+    for (const { column, field, read } of stored) {
       const value = row[column];
-      state[field] = value instanceof Date ? value.toISOString() : (value ?? null);
+      const plain = value instanceof Date ? value.toISOString() : (value ?? null);
+      state[field] = read ? read(plain) : plain;
     }
     return { state: state as State, version: row.version };
   }

@@ -23,6 +23,7 @@ import { ValidationError } from '../../errors.js';
 import type { AggregateDescriptor, StateStore } from '../../eventstore/aggregate.js';
 import { HEADER } from '../../messaging/headers.js';
 import { derivedMessageId, type OutboxMessageSpec } from '../../outbox/outbox-writer.js';
+import { completionNoticesFor } from './sms/completion-notice.js';
 
 /** The payload seed 000's LINE delivery workers consume, plus the fencing epoch. */
 export interface LineDispatchPayload {
@@ -121,6 +122,10 @@ export function campaignDueAt(state: CampaignState): string | null {
   if (state.status === 'BUILDING' && state.sms?.source === 'csv' && state.sms.buildAttempt === 0) {
     return state.statusChangedAt;
   }
+  // A charged SMS cancellation is the sms:recovery poller's to settle at once (the commit wakes it).
+  if (state.status === 'CANCELLING' && state.sms?.chargeKey != null && state.sms.withdrawal === null) {
+    return state.statusChangedAt;
+  }
   return null;
 }
 
@@ -128,7 +133,11 @@ export const campaignAggregate: AggregateDescriptor<CampaignState, CampaignComma
   streamType: CAMPAIGN_STREAM_TYPE,
   decider: campaignDeciderWithDispatchPlans,
   store: campaignStore,
-  messagesFor: ({ event, state }) => dispatchMessagesFor(event, state),
+  messagesFor: ({ event, state }) => [
+    ...dispatchMessagesFor(event, state),
+    // SMS part 2: a charged SMS campaign's final status is announced on the reporting topic.
+    ...completionNoticesFor(event, state),
+  ],
   dueAt: campaignDueAt,
   stateTable: campaignState.stateTable,
 };

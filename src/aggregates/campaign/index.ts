@@ -12,7 +12,9 @@ import { LineDeliveryWorker, lineDispatchPayload } from './line-delivery.js';
 import { PostgresLedger } from './sms/billing.js';
 import { smsBuildSweeper } from './sms/build.js';
 import { smsDispatchSweeper } from './sms/dispatch.js';
-import { SMS_SUBMIT_TOPIC } from './sms/topology.js';
+import { SMS_DELIVERY_LEASES, smsDeliverySweepers, smsDlrConsumers } from './sms/pollers.js';
+import { SMS_RECOVERY_LEASES, smsRecoverySweepers } from './sms/recovery.js';
+import { SMS_REPORTING_TOPIC, SMS_SUBMIT_TOPIC } from './sms/topology.js';
 import { campaignSweeper } from './sweepers.js';
 import { tickRole } from './tick.js';
 import {
@@ -44,23 +46,33 @@ export const campaignRegistration = defineAggregate({
     // The SMS submit topic is also declared as a queue for deployments that send SMS over RabbitMQ
     // (HERALD_SMS_SINK=amqp with the default topic name).
     amqpQueues: [...HERALD_QUEUES.filter((q) => q !== PROCESS_CAMPAIGN_QUEUE), SMS_SUBMIT_TOPIC],
-    kafkaTopics: [SMS_SUBMIT_TOPIC],
+    // Completion notices (priority 5, reporting).
+    kafkaTopics: [SMS_SUBMIT_TOPIC, SMS_REPORTING_TOPIC],
     scannerWakeQueues: [{ queue: PROCESS_CAMPAIGN_QUEUE, consumer: SCANNER_TICK_CONSUMER }],
   },
-  sweepers: ({ config, db, handler, logger, wakeups }) => [
-    campaignSweeper({
-      db,
-      handler,
-      wakeups,
-      logger,
-      batchSize: config.scanner.batchSize,
-      staleClaimMs: config.scanner.staleClaimMs,
-      messageLostAfterMs: config.scanner.messageLostAfterMs,
-      maxReclaimsPerPass: config.scanner.maxReclaimsPerPass,
-    }),
-    // After the campaign sweeper: a campaign it just claimed is dispatched in the same scanner pass.
-    smsDispatchSweeper({ db, handler, wakeups, logger, settings: config.sms }),
-  ],
+  // The SMS delivery pollers' leases (readiness requires them wherever the scanner runs).
+  leases: [...SMS_DELIVERY_LEASES, ...SMS_RECOVERY_LEASES],
+  sweepers: (context) => {
+    const { config, db, handler, logger, wakeups } = context;
+    return [
+      campaignSweeper({
+        db,
+        handler,
+        wakeups,
+        logger,
+        batchSize: config.scanner.batchSize,
+        staleClaimMs: config.scanner.staleClaimMs,
+        messageLostAfterMs: config.scanner.messageLostAfterMs,
+        maxReclaimsPerPass: config.scanner.maxReclaimsPerPass,
+      }),
+      // After the campaign sweeper: a campaign it just claimed is dispatched in the same scanner pass.
+      smsDispatchSweeper({ db, handler, wakeups, logger, settings: config.sms }),
+      // SMS part 2: DLR roll-up, retry dispatcher, refund retry poller, each under its lease.
+      ...smsDeliverySweepers(context),
+      // SMS part 2: cancellation settlement, expiry, stale recovery and DLR timeouts (`sms:recovery`).
+      ...smsRecoverySweepers(context),
+    ];
+  },
   workerSweepers: ({ config, db, handler, logger, wakeups }) => [
     smsBuildSweeper({
       db,
@@ -72,14 +84,20 @@ export const campaignRegistration = defineAggregate({
       owner: config.pod,
     }),
   ],
-  consumers: ({ config, handler, logger }) => [
+  consumers: (context) => [
     defineConsumer({
       consumer: LINE_DELIVERY_CONSUMER,
       transport: 'amqp',
       sources: LINE_QUEUES,
       parse: (payload) => lineDispatchPayload.parse(payload),
-      handler: new LineDeliveryWorker({ handler, logger, heartbeatMs: config.scanner.heartbeatMs }).handle,
+      handler: new LineDeliveryWorker({
+        handler: context.handler,
+        logger: context.logger,
+        heartbeatMs: context.config.scanner.heartbeatMs,
+      }).handle,
     }),
+    // SMS part 2: delivery reports from the gateway (or the simulator) into sms_delivery_report.
+    ...smsDlrConsumers(context),
   ],
   projections: [dispatchStatsProjection],
   roles: { tick: tickRole },

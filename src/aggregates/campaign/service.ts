@@ -88,12 +88,21 @@ export class CampaignService {
     return this.run(campaignId, (now) => ({ type: 'SendNow', campaignId, now }), meta);
   }
 
-  pause(campaignId: string, meta?: EventMeta) {
-    return this.run(campaignId, (now) => ({ type: 'PauseCampaign', campaignId, now }), meta);
+  /** SCHEDULED/QUEUED/DISPATCHING → PAUSED; the reason is kept on the campaign (pauseReason) and its event. */
+  pause(campaignId: string, meta?: EventMeta, reason?: string) {
+    return this.run(
+      campaignId,
+      (now) => ({ type: 'PauseCampaign', campaignId, now, ...(reason ? { reason } : {}) }),
+      meta,
+    );
   }
 
-  resume(campaignId: string, meta?: EventMeta) {
-    return this.run(campaignId, (now) => ({ type: 'ResumeCampaign', campaignId, now }), meta);
+  resume(campaignId: string, meta?: EventMeta, reason?: string) {
+    return this.run(
+      campaignId,
+      (now) => ({ type: 'ResumeCampaign', campaignId, now, ...(reason ? { reason } : {}) }),
+      meta,
+    );
   }
 
   reschedule(campaignId: string, startAt: Times, dispatchDeadline?: Times | null, meta?: EventMeta) {

@@ -51,6 +51,8 @@ export const campaignClaimSweep: ClaimSweepDefinition<CampaignState, CampaignCom
       s.status === 'SCHEDULED' &&
       s.dispatchDeadline !== null &&
       Date.parse(s.dispatchDeadline) < now.getTime();
+    // An SMS campaign's expiry withdraws and refunds its unsent recipients: the sms:recovery poller's.
+    if (pastDeadline && s.status === 'SCHEDULED' && s.sms !== null) return null;
     return pastDeadline
       ? { type: 'ExpireCampaign', campaignId: stream.streamId, now }
       : { type: 'ClaimCampaign', campaignId: stream.streamId, now };

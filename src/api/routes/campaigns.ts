@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { listOrganizationCampaigns } from '../../adapters/postgres/campaign-queries.js';
 import { campaignCommandSchema } from '../../domain/campaign/commands.js';
 import { CAMPAIGN_CHANNELS, CAMPAIGN_STATUSES } from '../../domain/campaign/status.js';
+import { ValidationError } from '../../errors.js';
 import type { EventMeta } from '../../eventstore/types.js';
 import { replayStream } from '../../projections/replay.js';
 import type { Principal } from '../auth.js';
@@ -23,6 +24,7 @@ import {
   cursorInstant,
   cursorUuid,
   flag,
+  instantQuery,
   limit,
   pageOf,
   uuidParams,
@@ -95,14 +97,69 @@ const scheduleBody = z.strictObject({
   dispatchDeadline: schedule.dispatchDeadline,
 });
 const cancelBody = z.strictObject({ reason: cancel.reason }).nullish();
+const reasonBody = z.strictObject({ reason: cancel.reason }).nullish();
+const rescheduleBody = z.strictObject({
+  startAt: schedule.startAt.optional().describe('LINE: the new start'),
+  dispatchDeadline: schedule.dispatchDeadline,
+  scheduledAt: z
+    .string()
+    .min(1)
+    .max(40)
+    .optional()
+    .describe('SMS: the new start, as at creation (without an offset: local time in HERALD_SMS_TIMEZONE)'),
+  reason: cancel.reason,
+});
+
+/** One reschedule route: an SMS campaign's new time is validated as at creation, a LINE one's as before. */
+async function rescheduleCampaign(
+  s: Services,
+  principal: Principal,
+  id: string,
+  b: z.output<typeof rescheduleBody>,
+  meta: EventMeta,
+) {
+  const campaign = await s.campaigns.get(id);
+  if (campaign.channel === 'sms' && campaign.sms !== null) {
+    if (b.dispatchDeadline !== undefined) {
+      throw new ValidationError(
+        "an SMS campaign's dispatch deadline follows its start (HERALD_SMS_DISPATCH_DEADLINE_MINUTES)",
+        { field: 'dispatchDeadline' },
+      );
+    }
+    const scheduledAt = b.scheduledAt ?? b.startAt;
+    return s.sms.reschedule(
+      id,
+      { ...(scheduledAt !== undefined ? { scheduledAt } : {}), ...(b.reason ? { reason: b.reason } : {}) },
+      { organizationId: principal.organizationId, meta },
+    );
+  }
+  if (b.scheduledAt !== undefined) {
+    throw new ValidationError('scheduledAt is for SMS campaigns; a LINE campaign takes startAt', {
+      field: 'scheduledAt',
+    });
+  }
+  if (b.startAt === undefined) throw new ValidationError('startAt is required', { field: 'startAt' });
+  return s.campaigns.reschedule(id, b.startAt, b.dispatchDeadline, meta);
+}
 
 const listQuery = z.strictObject({
   status: z.enum(CAMPAIGN_STATUSES).optional(),
   channel: z.enum(CAMPAIGN_CHANNELS).optional(),
   includeDeleted: flag.default(false),
+  q: z
+    .string()
+    .trim()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe('search: a campaign id (exact), or the start of its name (case-insensitive)'),
+  createdFrom: instantQuery.optional().describe('created at or after'),
+  createdTo: instantQuery.optional().describe('created before'),
   limit,
   cursor: cursor(z.tuple([cursorInstant, cursorUuid])).optional(),
 });
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const campaignPage = page(campaignView, 'CampaignPage');
 const campaignResponse = (status: 200 | 201) => ({ [status]: campaignView, ...commandProblems });
@@ -143,7 +200,8 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { co
     {
       schema: {
         tags: ['campaigns'],
-        summary: "List the organization's campaigns, newest first",
+        summary:
+          "List the organization's campaigns, newest first; search by id or name prefix, filter by status, channel, creation time",
         querystring: listQuery,
         response: { 200: campaignPage, ...readProblems },
       },
@@ -158,6 +216,9 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { co
         includeDeleted: q.includeDeleted,
         before: q.cursor ? { createdAt: q.cursor[0], id: q.cursor[1] } : null,
         limit: q.limit + 1,
+        ...(q.q !== undefined ? (UUID.test(q.q) ? { id: q.q.toLowerCase() } : { namePrefix: q.q }) : {}),
+        ...(q.createdFrom ? { createdFrom: q.createdFrom } : {}),
+        ...(q.createdTo ? { createdTo: q.createdTo } : {}),
       });
       return view(
         campaignPage,
@@ -229,22 +290,27 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { co
     undefined,
     (s, id, _b: unknown, meta) => s.campaigns.sendNow(id, meta),
   );
-  command('pause', 'Pause (SCHEDULED, QUEUED or DISPATCHING)', undefined, (s, id, _b: unknown, meta) =>
-    s.campaigns.pause(id, meta),
+  command(
+    'pause',
+    'Pause (SCHEDULED, QUEUED or DISPATCHING), with an optional reason: no new claims, nothing recalled or refunded',
+    reasonBody,
+    (s, id, b: z.output<typeof reasonBody>, meta) => s.campaigns.pause(id, meta, b?.reason),
   );
-  command('resume', 'Resume a paused campaign', undefined, (s, id, _b: unknown, meta) =>
-    s.campaigns.resume(id, meta),
+  command(
+    'resume',
+    'Resume a paused campaign (paused from SCHEDULED → SCHEDULED, otherwise QUEUED)',
+    reasonBody,
+    (s, id, b: z.output<typeof reasonBody>, meta) => s.campaigns.resume(id, meta, b?.reason),
   );
   command(
     'reschedule',
-    'Move the start time of a scheduled (or paused-from-scheduled) campaign',
-    scheduleBody,
-    (s, id, b: z.output<typeof scheduleBody>, meta) =>
-      s.campaigns.reschedule(id, b.startAt, b.dispatchDeadline, meta),
+    'Move the start time of a scheduled (or paused-from-scheduled) campaign. LINE: `startAt` (and `dispatchDeadline`). SMS: `scheduledAt` validated as at creation (without an offset a wall time in HERALD_SMS_TIMEZONE; lead, horizon, promotional window), a new dispatch deadline of start + HERALD_SMS_DISPATCH_DEADLINE_MINUTES',
+    rescheduleBody,
+    (s, id, b: z.output<typeof rescheduleBody>, meta, p) => rescheduleCampaign(s, p, id, b, meta),
   );
   command(
     'cancel',
-    'Cancel (QUEUED, SCHEDULED or PAUSED → CANCELLING → CANCELLED)',
+    'Cancel (QUEUED, SCHEDULED or PAUSED; an SMS campaign also DISPATCHING → CANCELLING → CANCELLED once its unsent recipients are refunded)',
     cancelBody,
     (s, id, b: z.output<typeof cancelBody>, meta) => s.campaigns.cancel(id, b?.reason, meta),
   );

@@ -12,9 +12,11 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { SmsCampaignService } from '../../aggregates/campaign/sms/service.js';
+import { CAMPAIGN_STATUSES } from '../../domain/campaign/status.js';
 import { inlineCampaignRequestSchema, SmsValidationError } from '../../domain/sms/campaign-request.js';
 import { fingerprint, RequestCommands } from '../commands.js';
 import { principalOf, REPLAY_HEADER } from '../http.js';
+import { uuidParams } from '../schemas.js';
 import { campaignView } from '../views.js';
 import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders, type RouteDeps } from './common.js';
 
@@ -124,8 +126,69 @@ function isMultipartError(error: unknown): boolean {
   );
 }
 
+const resendPreviewView = z
+  .object({
+    campaignId: z.uuid(),
+    status: z.enum(CAMPAIGN_STATUSES),
+    recipients: z.number().int().describe('failed recipients that would be sent again'),
+    cost: money.describe("what the resend would charge: the failed recipients' saved cost"),
+    currentResendAttempt: z.number().int(),
+    nextResendAttempt: z.number().int(),
+    chargeKey: z.string().describe('the ledger key of the resend charge'),
+    refundsPending: z
+      .number()
+      .int()
+      .describe('failed recipients whose refund is not recorded yet: a resend is refused (409) until 0'),
+  })
+  .meta({ id: 'SmsResendPreview' });
+const resendBody = z.strictObject({ reason: z.string().trim().min(1).max(1_000).optional() }).nullish();
+
 export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { commands, config }) => {
   const sms = commands.readers.sms;
+
+  app.post(
+    '/campaigns/:id/resend/preview',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary:
+          "Preview a resend of an SMS campaign's failed recipients: how many, what it would cost, refunds pending; nothing is charged",
+        params: uuidParams,
+        response: { 200: resendPreviewView, ...commandProblems },
+      },
+      config: { permission: 'read' },
+    },
+    async (request) =>
+      sms.resendPreview(request.params.id, { organizationId: principalOf(request).organizationId }),
+  );
+
+  app.post(
+    '/campaigns/:id/resend',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary:
+          "Resend an SMS campaign's failed recipients (PARTIAL or FAILED): charged their cost once with the key campaign:{id}:resend:{n}, then QUEUED",
+        description: `${IDEMPOTENCY_HEADER_DOC} Errors: 409 naming the status, or while refunds are still pending; 402 when the balance does not cover the resend (nothing changes); 502 when billing is unreachable (the charge is reversed by its key).`,
+        headers: idempotencyHeaders,
+        params: uuidParams,
+        body: resendBody,
+        response: { 200: campaignView, ...commandProblems },
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const reason = request.body?.reason;
+      const result = await sms.resend(request.params.id, reason ? { reason } : {}, {
+        organizationId: principal.organizationId,
+        meta: { actor: principal.actor, correlationId: request.id },
+        ...idempotencyOf(request, principal.organizationId, request.receivedInput),
+      });
+      if (result.replayed) void reply.header(REPLAY_HEADER, 'true');
+      return reply.code(200).send(result.body);
+    },
+  );
+
   // Only in this plugin's scope: the other routes keep refusing multipart bodies.
   await app.register(multipart, {
     limits: { files: 1, fields: 1, fieldSize: 64 * 1024, fileSize: config.sms.bulkMaxBytes + 1 },

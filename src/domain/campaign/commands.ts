@@ -6,9 +6,10 @@
  * startAt, a new startAt in the future) live here; rules that need the state live in decide.ts.
  */
 import { z } from 'zod';
+import { isMoney, toUnits } from '../sms/money.js';
 import { instantInput, ms } from '../time.js';
 import { validationErrorFrom } from '../validation.js';
-import { money, smsDefinitionSchema } from './sms.js';
+import { money, smsDefinitionSchema, WITHDRAWAL_REASONS } from './sms.js';
 import { CAMPAIGN_CHANNELS, CAST_TYPES } from './status.js';
 
 const campaignId = z.uuid().transform((id) => id.toLowerCase());
@@ -21,6 +22,9 @@ const epoch = z.number().int().positive();
 const base = { campaignId, now: instantInput };
 
 type Ctx = z.RefinementCtx;
+
+/** superRefine runs after field errors too: compare amounts only when they are well-formed. */
+const isMoneyText = (value: unknown): value is string => typeof value === 'string' && isMoney(value);
 
 function deadlineAfterStart(
   startAt: string | null | undefined,
@@ -231,9 +235,38 @@ const deferCampaign = z
     deadlineAfterStart(c.startAt, c.dispatchDeadline, ctx);
   });
 
-const pauseCampaign = z.strictObject({ type: z.literal('PauseCampaign'), ...base });
+/**
+ * An operator's pause (optional reason), or an auto-pause (issue 13) carrying the measured failure rate
+ * over the last `window` reports and the threshold it crossed (reason defaults to a sentence saying so).
+ */
+const pauseCampaign = z
+  .strictObject({
+    type: z.literal('PauseCampaign'),
+    ...base,
+    reason: reason.optional(),
+    auto: z
+      .strictObject({
+        rate: z.number().min(0).max(1),
+        window: z.number().int().positive(),
+        maxFailureRate: z.number().gt(0).lt(1),
+      })
+      .optional(),
+  })
+  .superRefine((c, ctx) => {
+    if (c.auto && !(c.auto.rate > c.auto.maxFailureRate)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['auto', 'rate'],
+        message: `an auto-pause needs a failure rate above maxFailureRate ${c.auto.maxFailureRate}`,
+      });
+    }
+  });
 
-const resumeCampaign = z.strictObject({ type: z.literal('ResumeCampaign'), ...base });
+const resumeCampaign = z.strictObject({
+  type: z.literal('ResumeCampaign'),
+  ...base,
+  reason: reason.optional(),
+});
 
 const rescheduleCampaign = z
   .strictObject({
@@ -241,6 +274,7 @@ const rescheduleCampaign = z
     ...base,
     startAt: instantInput,
     dispatchDeadline: instantInput.nullable().optional(),
+    reason: reason.optional(),
   })
   .superRefine((c, ctx) => {
     startInFuture(c.startAt, c.now, ctx);
@@ -263,7 +297,111 @@ const requeueCampaign = z.strictObject({
   reason: reason.optional(),
 });
 
-const resendFailed = z.strictObject({ type: z.literal('ResendFailed'), ...base });
+/**
+ * Reopens a PARTIAL/FAILED campaign for its failed recipients. An SMS campaign carries the resend's
+ * charge: exactly the failed recipients' cost, key `resendChargeKey(campaignId, resendAttempt + 1)`.
+ */
+const resendFailed = z.strictObject({
+  type: z.literal('ResendFailed'),
+  ...base,
+  reason: reason.optional(),
+  charge: z.strictObject({ key: identifier, amount: money }).optional(),
+});
+
+/** A count of recipients and their summed cost travel together: no recipients, no cost. */
+function costFits(c: Record<string, unknown>, countField: string, costField: string, ctx: Ctx): void {
+  if (c[countField] === 0 && toUnits(c[costField] as string) !== 0) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [costField],
+      message: `${costField} ${c[costField]} but ${countField} is 0`,
+    });
+  }
+}
+
+/**
+ * The DLR roll-up's batch for one campaign (part 2): SUBMITTED recipients that reached a terminal
+ * report, moved to DELIVERED, FAILED (some of them unconfirmed) or RETRY_PENDING, with their costs.
+ * When the last non-final recipient of a DISPATCHING campaign is counted, the campaign is recounted in
+ * the same decision (COMPLETED, PARTIAL or FAILED).
+ */
+const recordDeliveryReports = z
+  .strictObject({
+    type: z.literal('RecordDeliveryReports'),
+    ...base,
+    delivered: count,
+    deliveredCost: money,
+    failed: count,
+    failedCost: money,
+    unconfirmed: count,
+    unconfirmedCost: money,
+    retryPending: count,
+  })
+  .superRefine((c, ctx) => {
+    if (c.delivered + c.failed + c.retryPending === 0) {
+      ctx.addIssue({ code: 'custom', path: ['delivered'], message: 'an empty delivery report batch' });
+    }
+    if (c.unconfirmed > c.failed) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['unconfirmed'],
+        message: `${c.unconfirmed} unconfirmed of ${c.failed} failed: unconfirmed recipients are failed ones`,
+      });
+    }
+    if (isMoneyText(c.unconfirmedCost) && isMoneyText(c.failedCost)) {
+      if (toUnits(c.unconfirmedCost) > toUnits(c.failedCost)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['unconfirmedCost'],
+          message: `unconfirmedCost ${c.unconfirmedCost} exceeds failedCost ${c.failedCost}`,
+        });
+      }
+      costFits(c, 'delivered', 'deliveredCost', ctx);
+      costFits(c, 'failed', 'failedCost', ctx);
+      costFits(c, 'unconfirmed', 'unconfirmedCost', ctx);
+    }
+  });
+
+/** The retry dispatcher: RETRY_PENDING recipients whose delay passed become PENDING again. */
+const releaseRetries = z.strictObject({
+  type: z.literal('ReleaseRetries'),
+  ...base,
+  recipients: z.number().int().positive(),
+});
+
+/** Refunds of failed (not unconfirmed) recipients recorded once billing accepted them. */
+const recordRefunds = z.strictObject({
+  type: z.literal('RecordRefunds'),
+  ...base,
+  recipients: z.number().int().positive(),
+  amount: money,
+});
+
+/**
+ * A CANCELLING (reason cancelled) or EXPIRED (reason expired) SMS campaign's unsent recipients — all of
+ * them, pending, deferred and retry pending — withdrawn at once with their summed cost, owed back under
+ * `key` (withdrawalKey(campaignId, reason, resendAttempt)).
+ */
+const withdrawUnsent = z
+  .strictObject({
+    type: z.literal('WithdrawUnsent'),
+    ...base,
+    reason: z.enum(WITHDRAWAL_REASONS),
+    recipients: count,
+    amount: money,
+    key: identifier,
+  })
+  .superRefine((c, ctx) => {
+    if (isMoneyText(c.amount)) costFits(c, 'recipients', 'amount', ctx);
+  });
+
+/** The withdrawal's refund, recorded once billing accepted it (same key, same amount). */
+const recordWithdrawalRefund = z.strictObject({
+  type: z.literal('RecordWithdrawalRefund'),
+  ...base,
+  key: identifier,
+  amount: money,
+});
 
 const deleteCampaign = z.strictObject({ type: z.literal('DeleteCampaign'), ...base });
 
@@ -291,6 +429,11 @@ export const campaignCommandSchema = z.discriminatedUnion('type', [
   startBuild,
   addRecipients,
   recordDispatch,
+  recordDeliveryReports,
+  releaseRetries,
+  recordRefunds,
+  withdrawUnsent,
+  recordWithdrawalRefund,
 ]);
 
 /** What callers pass (times as Date or ISO string). */
@@ -322,6 +465,11 @@ export type DeleteCampaign = z.input<typeof deleteCampaign>;
 export type StartBuild = z.input<typeof startBuild>;
 export type AddRecipients = z.input<typeof addRecipients>;
 export type RecordDispatch = z.input<typeof recordDispatch>;
+export type RecordDeliveryReports = z.input<typeof recordDeliveryReports>;
+export type ReleaseRetries = z.input<typeof releaseRetries>;
+export type RecordRefunds = z.input<typeof recordRefunds>;
+export type WithdrawUnsent = z.input<typeof withdrawUnsent>;
+export type RecordWithdrawalRefund = z.input<typeof recordWithdrawalRefund>;
 
 export const CAMPAIGN_COMMAND_TYPES = campaignCommandSchema.options.map(
   (option) => option.shape.type.value,

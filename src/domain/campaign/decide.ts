@@ -13,8 +13,17 @@ import { canonicalMoney, toUnits } from '../sms/money.js';
 import { ms } from '../time.js';
 import { type CampaignCommand, type ParsedCampaignCommand, parseCampaignCommand } from './commands.js';
 import type { CampaignEvent } from './events.js';
-import type { SmsCampaignFacts } from './sms.js';
-import { type CampaignIn, type CampaignState, DELETABLE_STATUSES, type ExistingCampaign } from './state.js';
+import { resendChargeKey, type SmsCampaignFacts, withdrawable, withdrawalKey } from './sms.js';
+import {
+  type CampaignIn,
+  type CampaignState,
+  DELETABLE_STATUSES,
+  type ExistingCampaign,
+  REPORTING_STATUSES,
+  RETRY_RELEASE_STATUSES,
+  retriesAllowed,
+  smsRecount,
+} from './state.js';
 import type { CampaignStatus } from './status.js';
 
 export function decideCampaign(command: CampaignCommand, state: CampaignState): CampaignEvent[] {
@@ -94,7 +103,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       };
       return s.status === 'DRAFT'
         ? [{ type: 'CampaignActivated', data: { to: 'QUEUED', at: now } }, claimed]
-        : [claimed];
+        : [claimed, ...recountAfterClaim(s, s.claimEpoch + 1, now)];
     }
     case 'ClaimCampaign': {
       const s = requireStatus(c, state, ['QUEUED', 'SCHEDULED'], { live: true });
@@ -104,6 +113,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       }
       return [
         { type: 'CampaignClaimed', data: { epoch: s.claimEpoch + 1, claimedAt: now, trigger: 'scanner' } },
+        ...recountAfterClaim(s, s.claimEpoch + 1, now),
       ];
     }
     case 'ReclaimCampaign': {
@@ -194,16 +204,38 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
     }
     case 'PauseCampaign': {
       const s = requireStatus(c, state, ['SCHEDULED', 'QUEUED', 'DISPATCHING'], { live: true });
+      if (c.auto && s.sms === null) {
+        throw new ValidationError('invalid PauseCampaign: auto applies only to an SMS campaign', {
+          command: c.type,
+          field: 'auto',
+        });
+      }
       // Pausing a DISPATCHING campaign revokes its live claim: bump the epoch to fence the holder.
       const epoch = s.status === 'DISPATCHING' ? s.claimEpoch + 1 : s.claimEpoch;
-      return [{ type: 'CampaignPaused', data: { pausedFrom: s.status, epoch, at: now } }];
+      const reason = c.reason ?? (c.auto ? autoPauseReason(c.auto) : undefined);
+      return [
+        {
+          type: 'CampaignPaused',
+          data: {
+            pausedFrom: s.status,
+            epoch,
+            at: now,
+            ...(reason ? { reason } : {}),
+            ...(c.auto ? { auto: c.auto } : {}),
+          },
+        },
+      ];
     }
     case 'ResumeCampaign': {
       const s = requireStatus(c, state, ['PAUSED'], { live: true });
       return [
         {
           type: 'CampaignResumed',
-          data: { to: s.pausedFrom === 'SCHEDULED' ? 'SCHEDULED' : 'QUEUED', at: now },
+          data: {
+            to: s.pausedFrom === 'SCHEDULED' ? 'SCHEDULED' : 'QUEUED',
+            at: now,
+            ...(c.reason ? { reason: c.reason } : {}),
+          },
         },
       ];
     }
@@ -213,13 +245,30 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
         throw illegal(c, s, `it was paused from ${s.pausedFrom}, not SCHEDULED`);
       }
       const dispatchDeadline = nextDeadline(c, s.dispatchDeadline);
-      return [{ type: 'CampaignRescheduled', data: { startAt: c.startAt, dispatchDeadline, at: now } }];
+      return [
+        {
+          type: 'CampaignRescheduled',
+          data: { startAt: c.startAt, dispatchDeadline, at: now, ...(c.reason ? { reason: c.reason } : {}) },
+        },
+      ];
     }
     case 'CancelCampaign': {
-      const s = requireStatus(c, state, ['QUEUED', 'SCHEDULED', 'PAUSED']);
+      // An SMS campaign may also be cancelled while dispatching: the epoch moves, fencing the live batch.
+      const s = requireStatus(
+        c,
+        state,
+        state.channel === 'sms'
+          ? (['QUEUED', 'SCHEDULED', 'PAUSED', 'DISPATCHING'] as const)
+          : (['QUEUED', 'SCHEDULED', 'PAUSED'] as const),
+      );
       const requested: CampaignEvent = {
         type: 'CampaignCancellationRequested',
-        data: { from: s.status, reason: c.reason ?? null, at: now },
+        data: {
+          from: s.status,
+          reason: c.reason ?? null,
+          at: now,
+          ...(s.status === 'DISPATCHING' ? { epoch: s.claimEpoch + 1 } : {}),
+        },
       };
       // A LINE campaign is sent as one whole message and is never charged per recipient: nothing to
       // refund, so the cancellation settles at once. An SMS campaign waits for its refunds (SettleCancellation).
@@ -227,7 +276,21 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       return [requested];
     }
     case 'SettleCancellation': {
-      requireStatus(c, state, ['CANCELLING']);
+      const s = requireStatus(c, state, ['CANCELLING']);
+      if (s.sms) {
+        // Part 2: every unsent recipient withdrawn, and a charged campaign's withdrawal refunded.
+        const left = withdrawable(s.sms);
+        if (left > 0) throw illegal(c, s, `${left} unsent recipients are not withdrawn yet`);
+        if (s.sms.chargeKey !== null && s.sms.withdrawal?.refundedAt == null) {
+          throw illegal(
+            c,
+            s,
+            s.sms.withdrawal
+              ? `the withdrawal refund ${s.sms.withdrawal.key} is not recorded yet`
+              : 'its unsent recipients are not withdrawn yet',
+          );
+        }
+      }
       return [{ type: 'CampaignCancelled', data: { at: now } }];
     }
     case 'ExpireCampaign': {
@@ -254,7 +317,24 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
     }
     case 'ResendFailed': {
       const s = requireStatus(c, state, ['PARTIAL', 'FAILED'], { live: true });
-      return [{ type: 'CampaignResendRequested', data: { resendAttempt: s.resendAttempt + 1, at: now } }];
+      const resendAttempt = s.resendAttempt + 1;
+      const reason = c.reason ? { reason: c.reason } : {};
+      if (s.sms === null) {
+        if (c.charge) {
+          throw new ValidationError('invalid ResendFailed: only an SMS campaign is charged for a resend', {
+            command: c.type,
+            field: 'charge',
+          });
+        }
+        return [{ type: 'CampaignResendRequested', data: { resendAttempt, at: now, ...reason } }];
+      }
+      const charge = requireResendCharge(c, s, s.sms, resendAttempt);
+      return [
+        {
+          type: 'CampaignResendRequested',
+          data: { resendAttempt, at: now, ...reason, recipients: s.sms.progress.failed, charge },
+        },
+      ];
     }
     case 'DeleteCampaign': {
       requireStatus(c, state, DELETABLE_STATUSES, { live: true });
@@ -349,9 +429,214 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
         },
       ];
     }
+    case 'RecordDeliveryReports': {
+      const s = requireStatus(c, state, REPORTING_STATUSES);
+      const sms = requireSms(c, s);
+      const counted = c.delivered + c.failed + c.retryPending;
+      if (counted > sms.progress.submitted) {
+        throw illegal(c, s, `${counted} reports counted, ${sms.progress.submitted} recipients submitted`);
+      }
+      if (c.retryPending > 0 && !retriesAllowed(s)) {
+        throw illegal(
+          c,
+          s,
+          `${c.retryPending} recipients to retry, but its unsent recipients are withdrawn or it is final`,
+        );
+      }
+      const reported: CampaignEvent = {
+        type: 'CampaignDeliveryReported',
+        data: {
+          delivered: c.delivered,
+          deliveredCost: canonicalMoney(c.deliveredCost),
+          failed: c.failed,
+          failedCost: canonicalMoney(c.failedCost),
+          unconfirmed: c.unconfirmed,
+          unconfirmedCost: canonicalMoney(c.unconfirmedCost),
+          retryPending: c.retryPending,
+          at: now,
+        },
+      };
+      if (s.status !== 'DISPATCHING') return [reported];
+      // The recount, in the same decision: the last recipient counted makes the campaign final.
+      const p = sms.progress;
+      const after = {
+        ...sms,
+        progress: {
+          ...p,
+          submitted: p.submitted - counted,
+          delivered: p.delivered + c.delivered,
+          failed: p.failed + c.failed,
+          retryPending: p.retryPending + c.retryPending,
+        },
+      };
+      return [reported, ...finalEvents(smsRecount(after), s.claimEpoch, now)];
+    }
+    case 'ReleaseRetries': {
+      const s = requireStatus(c, state, RETRY_RELEASE_STATUSES);
+      const sms = requireSms(c, s);
+      if (c.recipients > sms.progress.retryPending) {
+        throw illegal(c, s, `${c.recipients} retries released, ${sms.progress.retryPending} retry pending`);
+      }
+      return [
+        {
+          type: 'CampaignRetriesReleased',
+          data: { recipients: c.recipients, to: s.status === 'DISPATCHING' ? 'QUEUED' : null, at: now },
+        },
+      ];
+    }
+    case 'RecordRefunds': {
+      const sms = requireSms(c, state);
+      const { failed, unconfirmed, refunded } = sms.progress;
+      if (refunded + c.recipients > failed - unconfirmed) {
+        throw illegal(
+          c,
+          state,
+          `${c.recipients} refunds recorded, ${failed - unconfirmed - refunded} refundable recipients left`,
+        );
+      }
+      return [
+        {
+          type: 'CampaignRecipientsRefunded',
+          data: { recipients: c.recipients, amount: canonicalMoney(c.amount), at: now },
+        },
+      ];
+    }
+    case 'WithdrawUnsent': {
+      const s = requireStatus(c, state, c.reason === 'cancelled' ? ['CANCELLING'] : ['EXPIRED']);
+      const sms = requireSms(c, s);
+      if (sms.withdrawal !== null) {
+        throw illegal(c, s, `its unsent recipients were already withdrawn (${sms.withdrawal.key})`);
+      }
+      const unsentNow = withdrawable(sms);
+      if (c.recipients !== unsentNow) {
+        throw illegal(c, s, `${c.recipients} recipients withdrawn, ${unsentNow} unsent`);
+      }
+      const key = withdrawalKey(s.campaignId, c.reason, s.resendAttempt);
+      if (c.key !== key) {
+        throw new ValidationError(`invalid WithdrawUnsent: key '${c.key}', expected '${key}'`, {
+          command: c.type,
+          field: 'key',
+          key: c.key,
+          expected: key,
+        });
+      }
+      if (toUnits(c.amount) > toUnits(sms.totalCost)) {
+        throw new ValidationError(
+          `invalid WithdrawUnsent: amount ${c.amount} exceeds the campaign's total ${sms.totalCost}`,
+          { command: c.type, field: 'amount', amount: c.amount, totalCost: sms.totalCost },
+        );
+      }
+      return [
+        {
+          type: 'CampaignUnsentWithdrawn',
+          data: {
+            reason: c.reason,
+            recipients: c.recipients,
+            amount: canonicalMoney(c.amount),
+            key,
+            at: now,
+          },
+        },
+      ];
+    }
+    case 'RecordWithdrawalRefund': {
+      const sms = requireSms(c, state);
+      const w = sms.withdrawal;
+      if (w === null) throw illegal(c, state, 'no unsent recipients were withdrawn');
+      if (w.refundedAt !== null)
+        throw illegal(c, state, `withdrawal ${w.key} was refunded at ${w.refundedAt}`);
+      if (c.key !== w.key) {
+        throw new ValidationError(
+          `invalid RecordWithdrawalRefund: key '${c.key}', the withdrawal's is '${w.key}'`,
+          {
+            command: c.type,
+            field: 'key',
+            key: c.key,
+            expected: w.key,
+          },
+        );
+      }
+      if (toUnits(c.amount) !== toUnits(w.amount)) {
+        throw new ValidationError(
+          `invalid RecordWithdrawalRefund: amount ${c.amount}, the withdrawal's is ${w.amount}`,
+          { command: c.type, field: 'amount', amount: c.amount, expected: w.amount },
+        );
+      }
+      return [{ type: 'CampaignWithdrawalRefunded', data: { key: w.key, amount: w.amount, at: now } }];
+    }
     default:
       return assertNever(c, 'campaign command');
   }
+}
+
+/** The event a recount's final status is recorded by (null: not final yet). */
+function finalEvents(
+  status: 'COMPLETED' | 'PARTIAL' | 'FAILED' | null,
+  epoch: number,
+  now: string,
+): CampaignEvent[] {
+  switch (status) {
+    case null:
+      return [];
+    case 'COMPLETED':
+      return [{ type: 'CampaignCompleted', data: { epoch, at: now } }];
+    case 'PARTIAL':
+      return [{ type: 'CampaignPartiallyCompleted', data: { epoch, at: now } }];
+    case 'FAILED':
+      return [{ type: 'CampaignFailed', data: { reason: EVERY_RECIPIENT_FAILED, epoch, at: now } }];
+  }
+}
+
+/** CampaignFailed's reason when the recount finds no recipient delivered. */
+export const EVERY_RECIPIENT_FAILED = 'every recipient failed';
+
+/**
+ * A charged SMS campaign claimed with no recipient left to send or awaiting a report (every report
+ * arrived while it was paused) is recounted in the claim's decision, so it never idles in DISPATCHING.
+ */
+function recountAfterClaim(s: ExistingCampaign, epoch: number, now: string): CampaignEvent[] {
+  if (s.sms === null || s.sms.chargeKey === null) return [];
+  return finalEvents(smsRecount(s.sms), epoch, now);
+}
+
+function autoPauseReason(auto: { rate: number; window: number; maxFailureRate: number }): string {
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  return `auto-pause: ${pct(auto.rate)} of the last ${auto.window} delivery reports failed (threshold ${pct(auto.maxFailureRate)})`;
+}
+
+/** Part 2: an SMS resend is charged exactly its failed recipients' cost, once every refund is recorded. */
+function requireResendCharge(
+  c: ParsedCampaignCommand & { type: 'ResendFailed' },
+  state: ExistingCampaign,
+  sms: SmsCampaignFacts,
+  resendAttempt: number,
+): { key: string; amount: string } {
+  const { failed, refunded, unconfirmed } = sms.progress;
+  if (failed === 0) throw illegal(c, state, 'it has no failed recipients to resend');
+  const owed = failed - refunded - unconfirmed;
+  if (owed > 0) throw illegal(c, state, `${owed} refunds are still pending`);
+  if (!c.charge) {
+    throw new ValidationError('invalid ResendFailed: an SMS resend carries its charge', {
+      command: c.type,
+      field: 'charge',
+    });
+  }
+  const key = resendChargeKey(state.campaignId, resendAttempt);
+  if (c.charge.key !== key) {
+    throw new ValidationError(`invalid ResendFailed: charge key '${c.charge.key}', expected '${key}'`, {
+      command: c.type,
+      field: 'charge.key',
+      key: c.charge.key,
+      expected: key,
+    });
+  }
+  if (toUnits(c.charge.amount) !== toUnits(sms.failedCost)) {
+    throw new ValidationError(
+      `invalid ResendFailed: charged ${c.charge.amount}, the failed recipients cost ${sms.failedCost}`,
+      { command: c.type, field: 'charge.amount', amount: c.charge.amount, failedCost: sms.failedCost },
+    );
+  }
+  return { key, amount: sms.failedCost };
 }
 
 /**

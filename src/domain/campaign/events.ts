@@ -8,7 +8,13 @@
 import { z } from 'zod';
 import { storedInstant } from '../time.js';
 import { validationErrorFrom } from '../validation.js';
-import { money, recipientsAddedData, recipientsDispatchedData, smsDefinitionSchema } from './sms.js';
+import {
+  money,
+  recipientsAddedData,
+  recipientsDispatchedData,
+  smsDefinitionSchema,
+  WITHDRAWAL_REASONS,
+} from './sms.js';
 import {
   CAMPAIGN_CHANNELS,
   CAMPAIGN_STATUSES,
@@ -19,6 +25,7 @@ import {
 
 const epoch = z.number().int().positive();
 const id = z.string().min(1);
+const count = z.number().int().nonnegative();
 
 const event = <Type extends string, Shape extends z.ZodRawShape>(type: Type, data: Shape) =>
   z.object({ type: z.literal(type), data: z.object(data) });
@@ -98,23 +105,37 @@ const campaignPaused = event('CampaignPaused', {
   /** Bumped when pausing a DISPATCHING campaign (the live claim is revoked), unchanged otherwise. */
   epoch: z.number().int().nonnegative(),
   at: storedInstant,
+  /** Why (part 2; absent on older events and when none was given): becomes the state's pauseReason. */
+  reason: id.optional(),
+  /** An auto-pause (issue 13): the measured failure rate over the last `window` reports and the threshold. */
+  auto: z
+    .object({
+      rate: z.number().min(0).max(1),
+      window: z.number().int().positive(),
+      maxFailureRate: z.number(),
+    })
+    .optional(),
 });
 
 const campaignResumed = event('CampaignResumed', {
   to: z.enum(['SCHEDULED', 'QUEUED']),
   at: storedInstant,
+  reason: id.optional(),
 });
 
 const campaignRescheduled = event('CampaignRescheduled', {
   startAt: storedInstant,
   dispatchDeadline: storedInstant.nullable(),
   at: storedInstant,
+  reason: id.optional(),
 });
 
 const campaignCancellationRequested = event('CampaignCancellationRequested', {
   from: z.enum(CAMPAIGN_STATUSES),
   reason: id.nullable(),
   at: storedInstant,
+  /** SMS cancelled while DISPATCHING: the bumped claim epoch (fences the live dispatch batch). */
+  epoch: epoch.optional(),
 });
 
 const campaignCancelled = event('CampaignCancelled', { at: storedInstant });
@@ -134,6 +155,10 @@ const campaignRequeued = event('CampaignRequeued', {
 const campaignResendRequested = event('CampaignResendRequested', {
   resendAttempt: z.number().int().positive(),
   at: storedInstant,
+  reason: id.optional(),
+  /** SMS (part 2): the failed recipients reopened as pending, and the resend's charge. */
+  recipients: count.optional(),
+  charge: z.object({ key: id, amount: money }).optional(),
 });
 
 const campaignDeleted = event('CampaignDeleted', { at: storedInstant });
@@ -151,6 +176,48 @@ const campaignRecipientsAdded = event('CampaignRecipientsAdded', recipientsAdded
 
 /** One dispatch batch: recipients submitted in chunks (outbox messages of this event) or deferred. */
 const campaignRecipientsDispatched = event('CampaignRecipientsDispatched', recipientsDispatchedData);
+
+/** Part 2: a roll-up batch of terminal delivery reports (SUBMITTED → DELIVERED / FAILED / RETRY_PENDING). */
+const campaignDeliveryReported = event('CampaignDeliveryReported', {
+  delivered: count,
+  deliveredCost: money,
+  failed: count,
+  failedCost: money,
+  unconfirmed: count,
+  unconfirmedCost: money,
+  retryPending: count,
+  at: storedInstant,
+});
+
+/** Part 2: RETRY_PENDING recipients released as PENDING; a DISPATCHING campaign goes back to QUEUED. */
+const campaignRetriesReleased = event('CampaignRetriesReleased', {
+  recipients: z.number().int().positive(),
+  to: z.literal('QUEUED').nullable(),
+  at: storedInstant,
+});
+
+/** Part 2: refunds of failed recipients accepted by billing. */
+const campaignRecipientsRefunded = event('CampaignRecipientsRefunded', {
+  recipients: z.number().int().positive(),
+  amount: money,
+  at: storedInstant,
+});
+
+/** Part 2: every unsent recipient withdrawn (cancellation or expiry), their cost owed back under `key`. */
+const campaignUnsentWithdrawn = event('CampaignUnsentWithdrawn', {
+  reason: z.enum(WITHDRAWAL_REASONS),
+  recipients: count,
+  amount: money,
+  key: id,
+  at: storedInstant,
+});
+
+/** Part 2: the withdrawal's refund accepted by billing. */
+const campaignWithdrawalRefunded = event('CampaignWithdrawalRefunded', {
+  key: id,
+  amount: money,
+  at: storedInstant,
+});
 
 export const campaignEventSchema = z.discriminatedUnion('type', [
   campaignCreated,
@@ -175,6 +242,11 @@ export const campaignEventSchema = z.discriminatedUnion('type', [
   campaignBuildStarted,
   campaignRecipientsAdded,
   campaignRecipientsDispatched,
+  campaignDeliveryReported,
+  campaignRetriesReleased,
+  campaignRecipientsRefunded,
+  campaignUnsentWithdrawn,
+  campaignWithdrawalRefunded,
 ]);
 
 export type CampaignEvent = z.infer<typeof campaignEventSchema>;
@@ -202,6 +274,11 @@ export type CampaignDeleted = z.infer<typeof campaignDeleted>;
 export type CampaignBuildStarted = z.infer<typeof campaignBuildStarted>;
 export type CampaignRecipientsAdded = z.infer<typeof campaignRecipientsAdded>;
 export type CampaignRecipientsDispatched = z.infer<typeof campaignRecipientsDispatched>;
+export type CampaignDeliveryReported = z.infer<typeof campaignDeliveryReported>;
+export type CampaignRetriesReleased = z.infer<typeof campaignRetriesReleased>;
+export type CampaignRecipientsRefunded = z.infer<typeof campaignRecipientsRefunded>;
+export type CampaignUnsentWithdrawn = z.infer<typeof campaignUnsentWithdrawn>;
+export type CampaignWithdrawalRefunded = z.infer<typeof campaignWithdrawalRefunded>;
 
 export const CAMPAIGN_EVENT_TYPES = campaignEventSchema.options.map(
   (option) => option.shape.type.value,

@@ -8,9 +8,9 @@
 
 import { IllegalStateError } from '../../errors.js';
 import { assertNever } from '../decider.js';
-import { addMoney, ZERO_MONEY } from '../sms/money.js';
+import { addMoney, toUnits, ZERO_MONEY } from '../sms/money.js';
 import type { CampaignEvent } from './events.js';
-import { EMPTY_PROGRESS, newSmsFacts, type SmsCampaignFacts } from './sms.js';
+import { EMPTY_PROGRESS, newSmsFacts, type SmsCampaignFacts, withdrawable } from './sms.js';
 import type { CampaignChannel, CampaignStatus, CastType, PausableCampaignStatus } from './status.js';
 
 /** Fields every existing campaign has, whatever its status. */
@@ -36,6 +36,8 @@ export interface CampaignFields {
   readonly claimedAt: string | null;
   /** The status a PAUSED campaign was paused from; non-null only while PAUSED. */
   readonly pausedFrom: PausableCampaignStatus | null;
+  /** Why a PAUSED campaign was paused (operator's reason, auto-pause's measured rate); null otherwise. */
+  readonly pauseReason: string | null;
   /** Soft delete: a deleted campaign keeps its status but is never claimed again. */
   readonly deletedAt: string | null;
   /** Incremented by each ResendFailed; part of seed 003's charge/refund keys. */
@@ -121,6 +123,7 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
         claimEpoch: 0,
         claimedAt: null,
         pausedFrom: null,
+        pauseReason: null,
         deletedAt: null,
         resendAttempt: 0,
         failureReason: null,
@@ -210,7 +213,15 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
         throw unfit(state, event, `pausedFrom is ${event.data.pausedFrom}`);
       expectEpoch(s, event, s.status === 'DISPATCHING' ? s.claimEpoch + 1 : s.claimEpoch);
       const { pausedFrom, epoch, at } = event.data;
-      return { ...s, status: 'PAUSED', pausedFrom, claimEpoch: epoch, claimedAt: null, statusChangedAt: at };
+      return {
+        ...s,
+        status: 'PAUSED',
+        pausedFrom,
+        pauseReason: event.data.reason ?? null,
+        claimEpoch: epoch,
+        claimedAt: null,
+        statusChangedAt: at,
+      };
     }
     case 'CampaignResumed': {
       const s = requireStatus(state, event, ['PAUSED'], { live: true });
@@ -218,7 +229,7 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
       if (to !== (s.pausedFrom === 'SCHEDULED' ? 'SCHEDULED' : 'QUEUED')) {
         throw unfit(state, event, `it was paused from ${s.pausedFrom}`);
       }
-      const resumed = { ...s, pausedFrom: null, statusChangedAt: at };
+      const resumed = { ...s, pausedFrom: null, pauseReason: null, statusChangedAt: at };
       if (to === 'SCHEDULED') {
         if (s.startAt === null) throw unfit(state, event, 'it has no startAt');
         return { ...resumed, status: 'SCHEDULED', startAt: s.startAt };
@@ -234,9 +245,27 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
       return { ...s, startAt, dispatchDeadline };
     }
     case 'CampaignCancellationRequested': {
-      const s = requireStatus(state, event, ['QUEUED', 'SCHEDULED', 'PAUSED']);
+      const s = requireStatus(state, event, ['QUEUED', 'SCHEDULED', 'PAUSED', 'DISPATCHING']);
       if (event.data.from !== s.status) throw unfit(state, event, `from is ${event.data.from}`);
-      return { ...s, status: 'CANCELLING', pausedFrom: null, statusChangedAt: event.data.at };
+      const cancelling = {
+        ...s,
+        status: 'CANCELLING' as const,
+        pausedFrom: null,
+        pauseReason: null,
+        statusChangedAt: event.data.at,
+      };
+      if (s.status === 'DISPATCHING') {
+        // SMS only: the live dispatch claim is revoked, so the epoch moves (invariant 5).
+        if (s.channel !== 'sms')
+          throw unfit(state, event, 'only an SMS campaign is cancelled while dispatching');
+        if (event.data.epoch !== s.claimEpoch + 1) {
+          throw unfit(state, event, `expected epoch ${s.claimEpoch + 1}, claim epoch is ${s.claimEpoch}`);
+        }
+        return { ...cancelling, claimEpoch: event.data.epoch, claimedAt: null };
+      }
+      if (event.data.epoch !== undefined)
+        throw unfit(state, event, 'only a DISPATCHING cancellation carries an epoch');
+      return cancelling;
     }
     case 'CampaignCancelled': {
       const s = requireStatus(state, event, ['CANCELLING']);
@@ -261,8 +290,43 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
       if (event.data.resendAttempt !== s.resendAttempt + 1) {
         throw unfit(state, event, `its resendAttempt is ${s.resendAttempt}`);
       }
-      const { resendAttempt, at } = event.data;
-      return { ...s, status: 'QUEUED', resendAttempt, failureReason: null, statusChangedAt: at };
+      const { resendAttempt, at, charge } = event.data;
+      const reopened = {
+        ...s,
+        status: 'QUEUED' as const,
+        resendAttempt,
+        failureReason: null,
+        statusChangedAt: at,
+      };
+      // Events written before part 2 (and LINE campaigns) carry no charge: only the status moves.
+      if (charge === undefined) {
+        if (event.data.recipients !== undefined) throw unfit(state, event, 'recipients without a charge');
+        return reopened;
+      }
+      const sms = requireSms(s, event);
+      const { failed, refunded, unconfirmed } = sms.progress;
+      if (failed === 0 || refunded + unconfirmed !== failed) {
+        throw unfit(state, event, `${failed} failed, ${refunded} refunded, ${unconfirmed} unconfirmed`);
+      }
+      if (event.data.recipients !== failed || toUnits(charge.amount) !== toUnits(sms.failedCost)) {
+        throw unfit(state, event, `it has ${failed} failed recipients costing ${sms.failedCost}`);
+      }
+      return {
+        ...reopened,
+        sms: {
+          ...sms,
+          totalCost: addMoney(sms.totalCost, charge.amount),
+          failedCost: ZERO_MONEY,
+          withdrawal: null,
+          progress: {
+            ...sms.progress,
+            pending: sms.progress.pending + failed,
+            failed: 0,
+            refunded: 0,
+            unconfirmed: 0,
+          },
+        },
+      };
     }
     case 'CampaignDeleted': {
       const s = requireStatus(state, event, DELETABLE_STATUSES, { live: true });
@@ -323,9 +387,192 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
         },
       };
     }
+    case 'CampaignDeliveryReported': {
+      const s = requireStatus(state, event, REPORTING_STATUSES);
+      const sms = requireSms(s, event);
+      const d = event.data;
+      const p = sms.progress;
+      const counted = d.delivered + d.failed + d.retryPending;
+      if (counted === 0 || counted > p.submitted) {
+        throw unfit(state, event, `${counted} reports counted, ${p.submitted} recipients submitted`);
+      }
+      if (d.unconfirmed > d.failed || toUnits(d.unconfirmedCost) > toUnits(d.failedCost)) {
+        throw unfit(state, event, 'unconfirmed recipients are failed ones');
+      }
+      if (d.retryPending > 0 && !retriesAllowed(s)) {
+        throw unfit(state, event, 'its unsent recipients are withdrawn or it is final: no retries');
+      }
+      return {
+        ...s,
+        sms: {
+          ...sms,
+          actualCost: addMoney(sms.actualCost, d.deliveredCost),
+          failedCost: addMoney(sms.failedCost, d.failedCost),
+          unconfirmedCost: addMoney(sms.unconfirmedCost, d.unconfirmedCost),
+          progress: {
+            ...p,
+            submitted: p.submitted - counted,
+            delivered: p.delivered + d.delivered,
+            failed: p.failed + d.failed,
+            unconfirmed: p.unconfirmed + d.unconfirmed,
+            retryPending: p.retryPending + d.retryPending,
+          },
+        },
+      };
+    }
+    case 'CampaignRetriesReleased': {
+      const s = requireStatus(state, event, RETRY_RELEASE_STATUSES);
+      const sms = requireSms(s, event);
+      const { recipients, to, at } = event.data;
+      if (recipients > sms.progress.retryPending) {
+        throw unfit(state, event, `${recipients} released, ${sms.progress.retryPending} retry pending`);
+      }
+      if ((to === 'QUEUED') !== (s.status === 'DISPATCHING')) throw unfit(state, event, `to is ${to}`);
+      const released = {
+        ...s,
+        sms: {
+          ...sms,
+          progress: {
+            ...sms.progress,
+            retryPending: sms.progress.retryPending - recipients,
+            pending: sms.progress.pending + recipients,
+          },
+        },
+      };
+      if (s.status !== 'DISPATCHING') return released;
+      return { ...released, status: 'QUEUED', claimedAt: null, statusChangedAt: at };
+    }
+    case 'CampaignRecipientsRefunded': {
+      const s = requireStatus(state, event, ANY_EXISTING_STATUS);
+      const sms = requireSms(s, event);
+      const { failed, unconfirmed, refunded } = sms.progress;
+      if (refunded + event.data.recipients > failed - unconfirmed) {
+        throw unfit(
+          state,
+          event,
+          `${refunded} of ${failed - unconfirmed} refundable recipients already refunded`,
+        );
+      }
+      return {
+        ...s,
+        sms: {
+          ...sms,
+          refundedCost: addMoney(sms.refundedCost, event.data.amount),
+          progress: { ...sms.progress, refunded: refunded + event.data.recipients },
+        },
+      };
+    }
+    case 'CampaignUnsentWithdrawn': {
+      const s = requireStatus(state, event, ['CANCELLING', 'EXPIRED']);
+      const sms = requireSms(s, event);
+      const { reason, recipients, amount, key } = event.data;
+      if ((reason === 'cancelled') !== (s.status === 'CANCELLING'))
+        throw unfit(state, event, `reason ${reason}`);
+      if (sms.withdrawal !== null) throw unfit(state, event, 'its unsent recipients are already withdrawn');
+      if (recipients !== withdrawable(sms)) {
+        throw unfit(state, event, `${recipients} withdrawn, ${withdrawable(sms)} unsent`);
+      }
+      return {
+        ...s,
+        sms: {
+          ...sms,
+          cancelledCost: addMoney(sms.cancelledCost, amount),
+          withdrawal: { key, reason, recipients, amount, refundedAt: null },
+          progress: {
+            ...sms.progress,
+            pending: 0,
+            deferred: 0,
+            retryPending: 0,
+            cancelled: sms.progress.cancelled + recipients,
+          },
+        },
+      };
+    }
+    case 'CampaignWithdrawalRefunded': {
+      const s = requireStatus(state, event, ANY_EXISTING_STATUS);
+      const sms = requireSms(s, event);
+      const w = sms.withdrawal;
+      if (w === null || w.refundedAt !== null || w.key !== event.data.key) {
+        throw unfit(
+          state,
+          event,
+          w ? `withdrawal ${w.key} refunded at ${w.refundedAt}` : 'nothing withdrawn',
+        );
+      }
+      if (toUnits(w.amount) !== toUnits(event.data.amount))
+        throw unfit(state, event, `withdrawn ${w.amount}`);
+      return {
+        ...s,
+        sms: {
+          ...sms,
+          refundedCost: addMoney(sms.refundedCost, w.amount),
+          withdrawal: { ...w, refundedAt: event.data.at },
+        },
+      };
+    }
     default:
       return assertNever(event, 'campaign event');
   }
+}
+
+/** Statuses an activated SMS campaign may receive delivery reports in (its submitted recipients decide). */
+export const REPORTING_STATUSES = [
+  'QUEUED',
+  'SCHEDULED',
+  'DISPATCHING',
+  'PAUSED',
+  'CANCELLING',
+  'CANCELLED',
+  'EXPIRED',
+  'COMPLETED',
+  'PARTIAL',
+  'FAILED',
+] as const satisfies readonly CampaignStatus[];
+
+/** Statuses RETRY_PENDING recipients are released in (a cancelled/expired campaign withdraws them instead). */
+export const RETRY_RELEASE_STATUSES = [
+  'DISPATCHING',
+  'QUEUED',
+  'SCHEDULED',
+  'PAUSED',
+] as const satisfies readonly CampaignStatus[];
+
+const ANY_EXISTING_STATUS = [
+  'DRAFT',
+  'BUILDING',
+  'QUEUED',
+  'SCHEDULED',
+  'DISPATCHING',
+  'PAUSED',
+  'COMPLETED',
+  'PARTIAL',
+  'FAILED',
+  'EXPIRED',
+  'CANCELLING',
+  'CANCELLED',
+] as const satisfies readonly CampaignStatus[];
+
+/**
+ * Whether a report may still make recipients RETRY_PENDING: not once the unsent recipients were
+ * withdrawn (they would never be withdrawn or released) and not in a final status (class LATE instead).
+ */
+export function retriesAllowed(state: ExistingCampaign): boolean {
+  if (state.sms?.withdrawal) return false;
+  return !['CANCELLED', 'EXPIRED', 'COMPLETED', 'PARTIAL', 'FAILED'].includes(state.status);
+}
+
+/**
+ * The final status an SMS campaign's counters call for once none of its recipients is left unsent or
+ * awaiting a report (seed 003's recount), or null while some are: all delivered → COMPLETED, none
+ * delivered → FAILED, a mix → PARTIAL.
+ */
+export function smsRecount(sms: SmsCampaignFacts | null): 'COMPLETED' | 'PARTIAL' | 'FAILED' | null {
+  if (sms === null || sms.recipients === 0) return null;
+  const p = sms.progress;
+  if (p.pending + p.deferred + p.submitted + p.retryPending > 0) return null;
+  if (p.failed === 0 && p.cancelled === 0) return 'COMPLETED';
+  if (p.delivered === 0) return 'FAILED';
+  return 'PARTIAL';
 }
 
 function requireStatus<S extends CampaignStatus>(

@@ -59,6 +59,21 @@ export class SmsValidationError extends ValidationError {
 
 const text = (max: number) => z.string().trim().min(1).max(max);
 
+/** Auto-pause bounds: a rate strictly between 0 and 1, over 10..10,000 reports. */
+export const AUTO_PAUSE_WINDOW = { min: 10, max: 10_000 } as const;
+export const autoPauseSchema = z.strictObject({
+  maxFailureRate: z
+    .number()
+    .gt(0, 'must be more than 0 (a fraction: 0.2 = 20%)')
+    .lt(1, 'must be less than 1 (a fraction: 0.2 = 20%)'),
+  window: z
+    .number()
+    .int('must be a whole number of reports')
+    .min(AUTO_PAUSE_WINDOW.min, `must be at least ${AUTO_PAUSE_WINDOW.min} reports`)
+    .max(AUTO_PAUSE_WINDOW.max, `must be at most ${AUTO_PAUSE_WINDOW.max} reports`),
+});
+export type AutoPauseRule = z.infer<typeof autoPauseSchema>;
+
 const common = {
   name: text(200),
   messageType: z.enum(SMS_MESSAGE_TYPES),
@@ -72,6 +87,11 @@ const common = {
   scheduledAt: z.string().min(1).max(40).optional(),
   /** Per-recipient send window, in each recipient's local time. */
   sendWindow: sendWindowPolicySchema.optional(),
+  /**
+   * Auto-pause on error rate (beyond the seed): pause the campaign when more than `maxFailureRate` of its
+   * last `window` delivery reports failed. Resuming is an operator's decision.
+   */
+  autoPause: autoPauseSchema.optional(),
 };
 
 export const inlineRecipientSchema = z.strictObject({
@@ -177,6 +197,60 @@ export interface CampaignRules {
   readonly tags: readonly string[];
 }
 
+/**
+ * Steps 3–4 for one `scheduledAt` (creation, and seed 003's reschedule, which validates a new time
+ * exactly as at creation): an ISO-8601 date-time (without an offset: a wall time in the campaign zone),
+ * at least the minimum lead and at most the maximum future date after `now`, inside the promotional
+ * window for PROMOTIONAL traffic. `field` names it in the issue.
+ */
+export function scheduledAtRule(
+  scheduledAt: string,
+  messageType: SmsMessageType,
+  now: number,
+  settings: SmsRuleSettings,
+  field = 'scheduledAt',
+): { startAt: string } | { issue: RuleIssue } {
+  const at = parseScheduledAt(scheduledAt, settings.zone);
+  if (at === null) {
+    return {
+      issue: {
+        field,
+        rule: 'scheduledAt.format',
+        message: `expected an ISO-8601 date-time (without an offset: local time in ${settings.zone})`,
+      },
+    };
+  }
+  if (at < now + settings.minLeadMs) {
+    return {
+      issue: {
+        field,
+        rule: 'scheduledAt.min-lead',
+        message: `must be at least ${Math.round(settings.minLeadMs / 1000)} s after now`,
+      },
+    };
+  }
+  if (at > now + settings.maxFutureMs) {
+    return {
+      issue: {
+        field,
+        rule: 'scheduledAt.max-future',
+        message: `must be at most ${Math.round(settings.maxFutureMs / 86_400_000)} days ahead`,
+      },
+    };
+  }
+  if (messageType === 'PROMOTIONAL' && !isInsideWindow(at, settings.zone, settings.promotionalWindow)) {
+    const w = settings.promotionalWindow;
+    return {
+      issue: {
+        field,
+        rule: 'scheduledAt.outside-promotional-window',
+        message: `PROMOTIONAL traffic is sent ${w.start}–${w.end} ${settings.zone} only (BTRC); ${wallClock(at, settings.zone)} is outside`,
+      },
+    };
+  }
+  return { startAt: new Date(at).toISOString() };
+}
+
 /** Steps 2–5 (and the send window): the rules that need only the campaign definition and the time. */
 export function campaignRuleIssues(
   definition: CampaignDefinition,
@@ -209,38 +283,9 @@ export function campaignRuleIssues(
         message: 'a SCHEDULED campaign needs scheduledAt',
       });
     } else {
-      const at = parseScheduledAt(definition.scheduledAt, settings.zone);
-      if (at === null) {
-        issues.push({
-          field: 'scheduledAt',
-          rule: 'scheduledAt.format',
-          message: `expected an ISO-8601 date-time (without an offset: local time in ${settings.zone})`,
-        });
-      } else if (at < now + settings.minLeadMs) {
-        issues.push({
-          field: 'scheduledAt',
-          rule: 'scheduledAt.min-lead',
-          message: `must be at least ${Math.round(settings.minLeadMs / 1000)} s after now`,
-        });
-      } else if (at > now + settings.maxFutureMs) {
-        issues.push({
-          field: 'scheduledAt',
-          rule: 'scheduledAt.max-future',
-          message: `must be at most ${Math.round(settings.maxFutureMs / 86_400_000)} days ahead`,
-        });
-      } else if (
-        definition.messageType === 'PROMOTIONAL' &&
-        !isInsideWindow(at, settings.zone, settings.promotionalWindow)
-      ) {
-        const w = settings.promotionalWindow;
-        issues.push({
-          field: 'scheduledAt',
-          rule: 'scheduledAt.outside-promotional-window',
-          message: `PROMOTIONAL traffic is sent ${w.start}–${w.end} ${settings.zone} only (BTRC); ${wallClock(at, settings.zone)} is outside`,
-        });
-      } else {
-        startAt = new Date(at).toISOString();
-      }
+      const checked = scheduledAtRule(definition.scheduledAt, definition.messageType, now, settings);
+      if ('issue' in checked) issues.push(checked.issue);
+      else startAt = checked.startAt;
     }
   } else if (definition.scheduledAt !== undefined) {
     issues.push({

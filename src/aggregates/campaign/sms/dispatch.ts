@@ -97,7 +97,10 @@ type Plan =
     };
 
 export interface SmsDispatchDeps extends Omit<SweeperDeps, 'batchSize'> {
-  settings: Pick<SmsSettings, 'zone' | 'promotionalWindow' | 'dispatchBatchSize' | 'sink' | 'submitTopic'>;
+  settings: Pick<
+    SmsSettings,
+    'zone' | 'promotionalWindow' | 'dispatchBatchSize' | 'sink' | 'submitTopic' | 'dispatchDeadlineMs'
+  >;
 }
 
 /** Groups ready recipients into submission chunks (pure). */
@@ -228,6 +231,8 @@ export function smsDispatchSweeper(deps: SmsDispatchDeps) {
           now,
           epoch: state.claimEpoch,
           startAt: p.startAt,
+          // The deadline moves with the new opening (HERALD_SMS_DISPATCH_DEADLINE_MINUTES after it).
+          dispatchDeadline: new Date(Date.parse(p.startAt) + settings.dispatchDeadlineMs).toISOString(),
           reason: p.reason,
         };
       }

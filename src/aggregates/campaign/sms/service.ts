@@ -18,10 +18,7 @@
  * the metadata and the file's SHA-256), and answers 202; the build worker (build.ts) does the rest.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import {
-  completeIdempotencyKey,
-  reserveIdempotencyKey,
-} from '../../../adapters/postgres/idempotency-queries.js';
+import { completeIdempotencyKey } from '../../../adapters/postgres/idempotency-queries.js';
 import {
   insertRecipients,
   insertUpload,
@@ -58,7 +55,6 @@ import { formatUnits, toUnits } from '../../../domain/sms/money.js';
 import {
   BillingUnavailableError,
   errorMessage,
-  IdempotencyKeyError,
   InsufficientBalanceError,
   NotFoundError,
 } from '../../../errors.js';
@@ -72,6 +68,13 @@ import { type Logger, silentLogger } from '../../../logger.js';
 import type { Database, SqlClient } from '../../../ports/database.js';
 import { campaignAggregate } from '../descriptor.js';
 import type { BillingPort } from './billing.js';
+import {
+  type ControlOptions,
+  type ResendOptions,
+  type ResendPreview,
+  reserveRequestKey,
+  SmsCampaignControls,
+} from './controls.js';
 import { postgresSmsRouting, type SmsRoutingPort } from './routing.js';
 
 /** Seed 003: a client retrying while the first request is in progress is told to come back in 2 s. */
@@ -183,11 +186,51 @@ export class SmsCampaignService {
   private readonly campaigns: AggregateCommands<CampaignState, CampaignCommand, CampaignEvent>;
   private readonly routing: SmsRoutingPort;
   private readonly logger: Logger;
+  /** Pause, resume, reschedule, cancel, resend and its preview (controls.ts). */
+  readonly controls: SmsCampaignControls;
 
   constructor(private readonly deps: SmsCampaignServiceDeps) {
     this.campaigns = deps.handler.for(campaignAggregate);
     this.routing = deps.routing ?? postgresSmsRouting;
     this.logger = (deps.logger ?? silentLogger).child({ component: 'sms-campaigns' });
+    this.controls = new SmsCampaignControls({
+      db: deps.db,
+      handler: deps.handler,
+      billing: deps.billing,
+      settings: deps.settings,
+      idempotencyTtlMs: deps.idempotencyTtlMs,
+      logger: this.logger,
+    });
+  }
+
+  /** SCHEDULED, QUEUED or DISPATCHING → PAUSED with a reason; no new claims, nothing refunded. */
+  pause(campaignId: string, reason?: string, options?: ControlOptions) {
+    return this.controls.pause(campaignId, reason, options);
+  }
+
+  /** PAUSED → SCHEDULED (paused from SCHEDULED) or QUEUED. */
+  resume(campaignId: string, reason?: string, options?: ControlOptions) {
+    return this.controls.resume(campaignId, reason, options);
+  }
+
+  /** `{scheduledAt, reason?}`: validated as at creation; a new dispatch deadline. */
+  reschedule(campaignId: string, body: unknown, options?: ControlOptions) {
+    return this.controls.reschedule(campaignId, body, options);
+  }
+
+  /** → CANCELLING; the `sms:recovery` poller withdraws the unsent recipients, refunds them and settles. */
+  cancel(campaignId: string, reason?: string, options?: ControlOptions) {
+    return this.controls.cancel(campaignId, reason, options);
+  }
+
+  /** What a resend would send and charge (nothing written). */
+  resendPreview(campaignId: string, options?: ControlOptions): Promise<ResendPreview> {
+    return this.controls.resendPreview(campaignId, options);
+  }
+
+  /** Resends the failed recipients of a PARTIAL/FAILED campaign, charged their cost once. */
+  resend(campaignId: string, input: { reason?: string }, options: ResendOptions) {
+    return this.controls.resend(campaignId, input, options);
   }
 
   /** Seed 003's inline create (1–5,000 recipients): 201 with the QUEUED or SCHEDULED campaign. */
@@ -322,7 +365,7 @@ export class SmsCampaignService {
             channel: 'sms',
             name: definition.name,
             startAt: checked.rules.startAt,
-            dispatchDeadline: null,
+            dispatchDeadline: dispatchDeadlineFor(checked.rules.startAt, settings),
             sms: smsDefinition(definition, 'csv'),
           }),
           { expectedVersion: 0, ...(options.meta ? { meta: options.meta } : {}) },
@@ -386,34 +429,12 @@ export class SmsCampaignService {
   // ─── internals ──────────────────────────────────────────────────────────────────────────────────
 
   /** Reserves the key in `tx`; returns the stored response to replay, or null when this request owns it. */
-  private async reserve(
+  private reserve(
     tx: SqlClient,
     idempotency: IdempotencyOptions,
     requestHash: string,
   ): Promise<SmsResponse<unknown> | null> {
-    const reservation = await reserveIdempotencyKey(tx, {
-      scope: idempotency.scope,
-      key: idempotency.key,
-      requestHash,
-      ttlMs: this.deps.idempotencyTtlMs,
-    });
-    if (reservation.kind === 'reserved') return null;
-    if (reservation.kind === 'in-flight' || reservation.state !== 'completed') {
-      throw new IdempotencyKeyError(
-        'IDEMPOTENCY_KEY_IN_USE',
-        'a request with this Idempotency-Key is still in progress; retry later',
-        { retryAfterSeconds: IN_PROGRESS_RETRY_AFTER_SECONDS },
-      );
-    }
-    if (reservation.requestHash !== requestHash) {
-      throw new IdempotencyKeyError(
-        'IDEMPOTENCY_KEY_REUSED',
-        'this Idempotency-Key was used for a different request',
-        { field: 'Idempotency-Key' },
-      );
-    }
-    const stored = reservation.response as { status: number; body: unknown };
-    return { status: stored.status, body: stored.body, replayed: true };
+    return reserveRequestKey(tx, idempotency, requestHash, this.deps.idempotencyTtlMs);
   }
 
   private async prepareInline(
@@ -470,7 +491,7 @@ export class SmsCampaignService {
           channel: 'sms',
           name: definition.name,
           startAt,
-          dispatchDeadline: null,
+          dispatchDeadline: dispatchDeadlineFor(startAt, this.deps.settings),
           sms: smsDefinition(definition, 'inline'),
         }),
         { expectedVersion: 0, ...metaOption },
@@ -637,5 +658,14 @@ function smsDefinition(definition: CampaignDefinition, source: 'inline' | 'csv')
     template: definition.template,
     source,
     sendWindow: definition.sendWindow ?? null,
+    autoPause: definition.autoPause ?? null,
   };
+}
+
+/** A scheduled SMS campaign's dispatch deadline: its start + HERALD_SMS_DISPATCH_DEADLINE_MINUTES. */
+export function dispatchDeadlineFor(
+  startAt: string | null,
+  settings: Pick<SmsSettings, 'dispatchDeadlineMs'>,
+) {
+  return startAt === null ? null : new Date(Date.parse(startAt) + settings.dispatchDeadlineMs).toISOString();
 }

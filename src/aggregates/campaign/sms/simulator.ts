@@ -76,12 +76,20 @@ function unitHash(text: string): number {
   return (h >>> 0) / 4294967296;
 }
 
-/** The outcome, error code and latency of one recipient: a pure function of its submission and id. */
+/**
+ * The outcome, error code and latency of one recipient: a pure function of its submission and id, or
+ * the fixed outcome of its number (HERALD_SMS_SIMULATOR_FIXED_OUTCOMES: a sandbox's test numbers).
+ */
 export function simulatedOutcome(
   submissionId: string,
   recipientId: string,
   simulator: SmsSettings['simulator'],
+  msisdn?: string,
 ): { status: DlrOutcome; errorCode: string | null; latencyMs: number } {
+  const { min, max } = simulator.latencyMs;
+  const latencyMs = min + Math.floor(unitHash(`${submissionId}/${recipientId}/latency`) * (max - min + 1));
+  const fixed = msisdn === undefined ? undefined : simulator.fixed?.get(msisdn.replace(/^\+/, ''));
+  if (fixed) return { status: fixed.status as DlrOutcome, errorCode: fixed.errorCode, latencyMs };
   const total = simulator.outcomes.reduce((sum, o) => sum + o.weight, 0);
   let point = unitHash(`${submissionId}/${recipientId}/outcome`) * total;
   let status: DlrOutcome = 'DELIVERED';
@@ -97,8 +105,6 @@ export function simulatedOutcome(
     status === 'FAILED'
       ? codes[Math.floor(unitHash(`${submissionId}/${recipientId}/code`) * codes.length)]!
       : null;
-  const { min, max } = simulator.latencyMs;
-  const latencyMs = min + Math.floor(unitHash(`${submissionId}/${recipientId}/latency`) * (max - min + 1));
   return { status, errorCode, latencyMs };
 }
 
@@ -177,7 +183,7 @@ export class SmsGatewaySimulator {
     const pending = submission.recipients
       .map((r) => ({
         r,
-        ...simulatedOutcome(submission.submissionId, r.recipientId, this.options.settings.simulator),
+        ...simulatedOutcome(submission.submissionId, r.recipientId, this.options.settings.simulator, r.msisdn),
       }))
       .sort((a, b) => a.latencyMs - b.latencyMs);
     let index = 0;

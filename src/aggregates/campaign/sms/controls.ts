@@ -1,0 +1,387 @@
+/**
+ * SMS campaign controls (seed 003 part 2, issue 13), as the SmsCampaignService exposes them: pause and
+ * resume (the campaign commands, with a reason and the caller as the event's actor), reschedule (a new
+ * Dhaka-local time validated exactly as at creation, and a new dispatch deadline = start +
+ * HERALD_SMS_DISPATCH_DEADLINE_MINUTES), cancel (the generic CancelCampaign; the `sms:recovery` poller
+ * withdraws the unsent recipients, refunds them and settles), and resend of the failed recipients with
+ * a dry-run preview.
+ *
+ * Resend moves money, so it cannot run in a caller's one transaction: (1) the decision is tried on the
+ * current state first (the same refusals as the real command — wrong status, refunds still pending —
+ * before anything is charged); (2) billing deducts exactly `failedCost` with the stable key
+ * `campaign:{id}:resend:{n}`; (3) one transaction appends ResendFailed with that charge and reopens the
+ * failed rows of the old cycle (guarded by status FAILED and the old resend_attempt) as PENDING in cycle
+ * n, their count and cost checked against the charge. A refused deduction (402) changes nothing; any
+ * other failure after the deduction may have happened reverses it by its key (so no charge is ever left
+ * without its resend), and the Idempotency-Key is released. The preview reads the same facts the
+ * decider checks the charge against, so the preview's cost is the resend's charge.
+ */
+
+import { z } from 'zod';
+import {
+  completeIdempotencyKey,
+  reserveIdempotencyKey,
+} from '../../../adapters/postgres/idempotency-queries.js';
+import { releaseIdempotencyKey } from '../../../adapters/postgres/sms-queries.js';
+import { reopenFailedRecipients } from '../../../adapters/postgres/sms-recovery-queries.js';
+import type { SmsSettings } from '../../../config.js';
+import {
+  type CampaignCommand,
+  type CampaignEvent,
+  type CampaignState,
+  type ExistingCampaign,
+  resendChargeKey,
+} from '../../../domain/campaign.js';
+import { parseRequest, SmsValidationError, scheduledAtRule } from '../../../domain/sms/campaign-request.js';
+import { toUnits } from '../../../domain/sms/money.js';
+import {
+  BillingUnavailableError,
+  errorMessage,
+  HeraldError,
+  IdempotencyKeyError,
+  IllegalStateError,
+  InsufficientBalanceError,
+  NotFoundError,
+} from '../../../errors.js';
+import {
+  type AggregateCommands,
+  type CommandHandler,
+  databaseNow,
+} from '../../../eventstore/command-handler.js';
+import type { EventMeta } from '../../../eventstore/types.js';
+import type { Logger } from '../../../logger.js';
+import type { Database, SqlClient } from '../../../ports/database.js';
+import { campaignAggregate } from '../descriptor.js';
+import type { BillingPort } from './billing.js';
+
+/** Seed 003: a client retrying while the first request is in progress is told to come back in 2 s. */
+const IN_PROGRESS_RETRY_AFTER_SECONDS = 2;
+
+export interface ControlOptions {
+  /** When given, a campaign of another organization is not found. */
+  organizationId?: string;
+  meta?: EventMeta;
+}
+
+export interface RequestKey {
+  key: string;
+  scope: string;
+  fingerprint: string;
+}
+
+export interface ResendOptions extends ControlOptions {
+  organizationId: string;
+  idempotency?: RequestKey;
+}
+
+/** What a resend would do, before anything is charged. */
+export interface ResendPreview {
+  campaignId: string;
+  status: ExistingCampaign['status'];
+  /** Failed recipients that would be sent again. */
+  recipients: number;
+  /** What the resend would charge: exactly the failed recipients' saved cost. */
+  cost: string;
+  currentResendAttempt: number;
+  nextResendAttempt: number;
+  /** The resend's charge key. */
+  chargeKey: string;
+  /** Failed recipients whose refund is not recorded yet (a resend is refused until they are). */
+  refundsPending: number;
+}
+
+/** Body of a reschedule: a new start, validated as `scheduledAt` at creation. */
+export const smsRescheduleSchema = z.strictObject({
+  scheduledAt: z.string().min(1).max(40),
+  reason: z.string().trim().min(1).max(1_000).optional(),
+});
+export type SmsReschedule = z.input<typeof smsRescheduleSchema>;
+
+export interface SmsControlsDeps {
+  db: Database;
+  handler: CommandHandler;
+  billing: BillingPort;
+  settings: Pick<
+    SmsSettings,
+    'zone' | 'promotionalWindow' | 'minLeadMs' | 'maxFutureMs' | 'dispatchDeadlineMs'
+  >;
+  idempotencyTtlMs: number;
+  logger: Logger;
+}
+
+type Response<Body> = { status: number; body: Body; replayed: boolean };
+
+/** Reserves an Idempotency-Key in `tx`; the stored response to replay, or null when this request owns it. */
+export async function reserveRequestKey(
+  tx: SqlClient,
+  idempotency: RequestKey,
+  requestHash: string,
+  ttlMs: number,
+): Promise<Response<unknown> | null> {
+  const reservation = await reserveIdempotencyKey(tx, {
+    scope: idempotency.scope,
+    key: idempotency.key,
+    requestHash,
+    ttlMs,
+  });
+  if (reservation.kind === 'reserved') return null;
+  if (reservation.kind === 'in-flight' || reservation.state !== 'completed') {
+    throw new IdempotencyKeyError(
+      'IDEMPOTENCY_KEY_IN_USE',
+      'a request with this Idempotency-Key is still in progress; retry later',
+      { retryAfterSeconds: IN_PROGRESS_RETRY_AFTER_SECONDS },
+    );
+  }
+  if (reservation.requestHash !== requestHash) {
+    throw new IdempotencyKeyError(
+      'IDEMPOTENCY_KEY_REUSED',
+      'this Idempotency-Key was used for a different request',
+      { field: 'Idempotency-Key' },
+    );
+  }
+  const stored = reservation.response as { status: number; body: unknown };
+  return { status: stored.status, body: stored.body, replayed: true };
+}
+
+export class SmsCampaignControls {
+  private readonly campaigns: AggregateCommands<CampaignState, CampaignCommand, CampaignEvent>;
+
+  constructor(private readonly deps: SmsControlsDeps) {
+    this.campaigns = deps.handler.for(campaignAggregate);
+  }
+
+  /** SCHEDULED, QUEUED or DISPATCHING → PAUSED (no new recipient claims; nothing recalled or refunded). */
+  async pause(campaignId: string, reason: string | undefined, options: ControlOptions = {}) {
+    await this.load(campaignId, options.organizationId);
+    return this.run(
+      campaignId,
+      (now) => ({ type: 'PauseCampaign', campaignId, now, ...(reason ? { reason } : {}) }),
+      options,
+    );
+  }
+
+  /** PAUSED → SCHEDULED (paused from SCHEDULED) or QUEUED. */
+  async resume(campaignId: string, reason: string | undefined, options: ControlOptions = {}) {
+    await this.load(campaignId, options.organizationId);
+    return this.run(
+      campaignId,
+      (now) => ({ type: 'ResumeCampaign', campaignId, now, ...(reason ? { reason } : {}) }),
+      options,
+    );
+  }
+
+  /** The generic cancellation; `sms:recovery` withdraws, refunds and settles it (CANCELLED). */
+  async cancel(campaignId: string, reason: string | undefined, options: ControlOptions = {}) {
+    await this.load(campaignId, options.organizationId);
+    return this.run(
+      campaignId,
+      (now) => ({ type: 'CancelCampaign', campaignId, now, ...(reason ? { reason } : {}) }),
+      options,
+    );
+  }
+
+  /**
+   * A new start for a SCHEDULED (or paused-from-SCHEDULED) SMS campaign: `scheduledAt` as at creation
+   * (without an offset a wall time in HERALD_SMS_TIMEZONE; lead, horizon, promotional window), and a new
+   * dispatch deadline. Field errors name `scheduledAt`; a status that forbids it is an IllegalStateError.
+   */
+  async reschedule(campaignId: string, raw: unknown, options: ControlOptions = {}) {
+    const input = parseRequest(smsRescheduleSchema, raw);
+    const state = await this.load(campaignId, options.organizationId);
+    const now = (await databaseNow(this.deps.db)).getTime();
+    const checked = scheduledAtRule(input.scheduledAt, state.sms!.messageType, now, this.deps.settings);
+    if ('issue' in checked) throw new SmsValidationError([checked.issue]);
+    const startAt = checked.startAt;
+    const dispatchDeadline = new Date(
+      Date.parse(startAt) + this.deps.settings.dispatchDeadlineMs,
+    ).toISOString();
+    return this.run(
+      campaignId,
+      (at) => ({
+        type: 'RescheduleCampaign',
+        campaignId,
+        now: at,
+        startAt,
+        dispatchDeadline,
+        ...(input.reason ? { reason: input.reason } : {}),
+      }),
+      options,
+    );
+  }
+
+  /** The dry run of a resend: how many recipients, what it would cost, whether refunds are pending. */
+  async resendPreview(campaignId: string, options: ControlOptions = {}): Promise<ResendPreview> {
+    const state = await this.load(campaignId, options.organizationId);
+    if (state.status !== 'PARTIAL' && state.status !== 'FAILED') {
+      throw new IllegalStateError(
+        `cannot resend campaign ${campaignId} in status ${state.status}: allowed only in PARTIAL, FAILED`,
+        { command: 'ResendFailed', status: state.status, campaignId },
+      );
+    }
+    return previewOf(state);
+  }
+
+  /** Resends the failed recipients: charged `failedCost` once with the resend key, then reopened (QUEUED). */
+  async resend(
+    campaignId: string,
+    input: { reason?: string | undefined },
+    options: ResendOptions,
+  ): Promise<Response<ExistingCampaign>> {
+    const { db } = this.deps;
+    const { idempotency } = options;
+    if (idempotency) {
+      const replay = await db.transaction((tx) =>
+        reserveRequestKey(tx, idempotency, idempotency.fingerprint, this.deps.idempotencyTtlMs),
+      );
+      if (replay) return replay as Response<ExistingCampaign>;
+    }
+    try {
+      return await this.resendReserved(campaignId, input, options);
+    } catch (error) {
+      if (idempotency) {
+        await releaseIdempotencyKey(db, idempotency.scope, idempotency.key).catch((releaseError: unknown) =>
+          this.deps.logger.error(
+            { err: releaseError },
+            'could not release an idempotency key; it expires on its own',
+          ),
+        );
+      }
+      throw error;
+    }
+  }
+
+  // ─── internals ──────────────────────────────────────────────────────────────────────────────────
+
+  private async resendReserved(
+    campaignId: string,
+    input: { reason?: string | undefined },
+    options: ResendOptions,
+  ): Promise<Response<ExistingCampaign>> {
+    const { db, billing } = this.deps;
+    const state = await this.load(campaignId, options.organizationId);
+    const preview = previewOf(state);
+    const charge = { key: preview.chargeKey, amount: preview.cost };
+    const reason = input.reason ? { reason: input.reason } : {};
+    const command = (now: Date): CampaignCommand => ({
+      type: 'ResendFailed',
+      campaignId,
+      now,
+      charge,
+      ...reason,
+    });
+    // The decision first, on the state as it is: refused (status, refunds pending) before any charge.
+    campaignAggregate.decider.decide(command(await databaseNow(db)), state);
+    const log = this.deps.logger.child({
+      aggregateId: campaignId,
+      correlationId: options.meta?.correlationId,
+    });
+    const charged = toUnits(charge.amount) > 0;
+    if (charged) {
+      try {
+        await billing.deduct({
+          organizationId: state.organizationId,
+          key: charge.key,
+          amount: charge.amount,
+          reason: `resend ${preview.nextResendAttempt} of sms campaign ${campaignId}`,
+        });
+      } catch (error) {
+        // Refused: nothing was charged (reversing would only block this key for a retry after a top-up).
+        if (error instanceof InsufficientBalanceError) throw error;
+        await this.reverse(state, charge.key, error, log);
+        throw error instanceof HeraldError
+          ? error
+          : new BillingUnavailableError(`billing failed: ${errorMessage(error)}`, { key: charge.key }, error);
+      }
+    }
+    try {
+      const result = await db.transaction(async (tx) => {
+        const done = await this.campaigns.handleInTransaction(tx, campaignId, command, {
+          ...(options.meta ? { meta: options.meta } : {}),
+        });
+        const rows = await reopenFailedRecipients(
+          tx,
+          campaignId,
+          preview.currentResendAttempt,
+          preview.nextResendAttempt,
+        );
+        if (rows.recipients !== preview.recipients || toUnits(rows.amount) !== toUnits(charge.amount)) {
+          throw new IllegalStateError(
+            `campaign ${campaignId}: ${rows.recipients} failed rows costing ${rows.amount} do not match ` +
+              `its ${preview.recipients} failed recipients costing ${charge.amount}`,
+            { status: state.status, campaignId },
+          );
+        }
+        if (options.idempotency) {
+          await completeIdempotencyKey(tx, {
+            scope: options.idempotency.scope,
+            key: options.idempotency.key,
+            response: { status: 200, body: done.state },
+          });
+        }
+        return done;
+      });
+      this.campaigns.signalAfterCommit([result]);
+      log.info(
+        { recipients: preview.recipients, cost: charge.amount, resendAttempt: preview.nextResendAttempt },
+        'sms campaign resend charged and queued',
+      );
+      return { status: 200, body: result.state as ExistingCampaign, replayed: false };
+    } catch (error) {
+      if (charged) await this.reverse(state, charge.key, error, log);
+      throw error;
+    }
+  }
+
+  /** Best-effort reversal of a resend charge whose resend did not happen. */
+  private async reverse(state: ExistingCampaign, key: string, cause: unknown, log: Logger): Promise<void> {
+    try {
+      await this.deps.billing.reverse(state.organizationId, key, `resend failed: ${errorMessage(cause)}`);
+    } catch (error) {
+      log.error({ err: error, key }, 'could not reverse a resend charge; reverse it by its key');
+    }
+  }
+
+  private async load(campaignId: string, organizationId?: string): Promise<ExistingCampaign> {
+    const loaded = await campaignAggregate.store.load(this.deps.db, campaignId);
+    const state = loaded?.state;
+    if (
+      !state ||
+      state.status === 'NONE' ||
+      state.channel !== 'sms' ||
+      state.sms === null ||
+      (organizationId && state.organizationId !== organizationId)
+    ) {
+      throw new NotFoundError(`sms campaign ${campaignId} not found`, { campaignId });
+    }
+    return state;
+  }
+
+  private async run(
+    campaignId: string,
+    makeCommand: (now: Date) => CampaignCommand,
+    options: ControlOptions,
+  ): Promise<ExistingCampaign> {
+    const result = await this.campaigns.handle(
+      campaignId,
+      makeCommand,
+      options.meta ? { meta: options.meta } : {},
+    );
+    return result.state as ExistingCampaign;
+  }
+}
+
+/** The preview, from the facts the decider checks a resend's charge against. */
+export function previewOf(state: ExistingCampaign): ResendPreview {
+  const sms = state.sms!;
+  const p = sms.progress;
+  return {
+    campaignId: state.campaignId,
+    status: state.status,
+    recipients: p.failed,
+    cost: sms.failedCost,
+    currentResendAttempt: state.resendAttempt,
+    nextResendAttempt: state.resendAttempt + 1,
+    chargeKey: resendChargeKey(state.campaignId, state.resendAttempt + 1),
+    refundsPending: Math.max(0, p.failed - p.refunded - p.unconfirmed),
+  };
+}
