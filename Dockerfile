@@ -2,7 +2,7 @@
 # Herald's container image: one image, every role (`herald <role>`), see deploy/ and docs/operations.md.
 #   docker build -t herald:dev .
 #   docker run --rm herald:dev scanner --help
-# Stage 1 compiles src/ to dist/ with the full dependency tree; stage 2 installs production
+# Stage 1 compiles src/ to dist/ and builds the dashboard into dist/ui with the full dependency tree; stage 2 installs production
 # dependencies only and runs as an unprivileged user.
 
 ARG NODE_VERSION=20.20-bookworm-slim
@@ -14,6 +14,11 @@ RUN npm install --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npx tsc -p tsconfig.build.json
+# The dashboard (dist/ui, served by `herald api` at /ui): the typed client from the API's own OpenAPI
+# document, a type check, the Vite build (ADR 0018).
+COPY ui ./ui
+COPY scripts/generate-ui-client.mjs ./scripts/
+RUN node scripts/generate-ui-client.mjs && npx tsc -p ui/tsconfig.json --noEmit && npx vite build --config ui/vite.config.ts
 
 FROM node:${NODE_VERSION} AS runtime
 ENV NODE_ENV=production

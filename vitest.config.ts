@@ -5,7 +5,9 @@ import { defineConfig } from 'vitest/config';
 // its own database and uniquely named queues. The `serial` project holds the files that use the
 // seeds' fixed queue names, stop a shared broker, or (`*.serial.spec.ts`) assert exact results of
 // gap-safe reads, which any transaction open anywhere on the server delays (xmin is cluster-wide):
-// npm test runs it after the others, one file at a time.
+// npm test runs it after the others, one file at a time. The `browser` project (test/ui/**/*.browser.spec.ts)
+// drives Debian's Chromium against `herald api` and the roles as child processes (the seeds' queue names
+// too): it runs last, one file at a time.
 const serial = ['test/e2e/**/*.e2e.spec.ts', 'test/**/*broker-outage*.spec.ts', 'test/**/*.serial.spec.ts'];
 
 export default defineConfig({
@@ -17,6 +19,10 @@ export default defineConfig({
         test: { name: 'integration', include: ['test/**/*.int.spec.ts'], exclude: serial },
       },
       { extends: true, test: { name: 'serial', include: serial, fileParallelism: false } },
+      {
+        extends: true,
+        test: { name: 'browser', include: ['test/ui/**/*.browser.spec.ts'], fileParallelism: false },
+      },
     ],
     // Role processes the tests spawn (the CLI, children) inherit these: each serves its metrics
     // endpoint on a free loopback port instead of the default 9464 (ADR 0013).

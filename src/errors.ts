@@ -18,6 +18,7 @@ export type HeraldErrorCode =
   | 'TRANSIENT_FAILURE'
   | 'UNAUTHENTICATED'
   | 'FORBIDDEN'
+  | 'CSRF_REJECTED'
   | 'IDEMPOTENCY_KEY_IN_USE'
   | 'IDEMPOTENCY_KEY_REUSED'
   | 'INSUFFICIENT_BALANCE'
@@ -98,6 +99,13 @@ export class UnauthenticatedError extends HeraldError {
 export class ForbiddenError extends HeraldError {
   constructor(message: string, details: Record<string, unknown> = {}) {
     super('FORBIDDEN', message, details);
+  }
+}
+
+/** A command sent with a dashboard session cookie lacks the session's CSRF token (`x-csrf-token`). */
+export class CsrfError extends HeraldError {
+  constructor(message: string) {
+    super('CSRF_REJECTED', message);
   }
 }
 

@@ -25,6 +25,7 @@ export async function startApi(runtime: Runtime): Promise<RunningApiServer> {
     server = await startApiServer({
       db: runtime.db,
       wakeups: runtime.notifier,
+      listener: runtime.listener,
       config,
       registry,
       logger,

@@ -19,6 +19,7 @@ export const STATUS_BY_CODE: Readonly<Record<HeraldErrorCode, number>> = {
   CONFLICT: 409,
   UNAUTHENTICATED: 401,
   FORBIDDEN: 403,
+  CSRF_REJECTED: 403,
   IDEMPOTENCY_KEY_IN_USE: 409,
   IDEMPOTENCY_KEY_REUSED: 422,
   // SMS campaigns' billing port (ADR 0014): refused (402) or unreachable / ambiguous (502).

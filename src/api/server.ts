@@ -7,12 +7,14 @@
  *
  * Per request: the request id (`x-request-id` when it is a sane token, else a new uuid) is echoed, logged
  * with every line, and becomes the correlation id of the events its commands append. Every `/v1` route
- * authenticates its API key first (before the body is read) and checks the key's role; the key's
+ * authenticates its API key first (before the body is read; or the dashboard's session cookie with its
+ * CSRF token on commands, src/api/session.ts) and checks the key's role; the key's
  * organization scopes every read and command (src/api/http.ts). Errors are problem documents from one
  * table (src/api/problem.ts). `/healthz`, `/readyz` and `/metrics` (src/observability/) need no key.
  */
 
 import { randomUUID } from 'node:crypto';
+import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { type Span, SpanStatusCode } from '@opentelemetry/api';
@@ -39,7 +41,7 @@ import {
   withContext,
 } from '../observability/tracing.js';
 import type { Database } from '../ports/database.js';
-import type { WakeupSignal } from '../ports/wakeups.js';
+import type { WakeupListener, WakeupSignal } from '../ports/wakeups.js';
 import { ApiKeyAuthenticator, type Permission, requirePermission } from './auth.js';
 import { RequestCommands } from './commands.js';
 import { httpMeters } from './http-metrics.js';
@@ -48,8 +50,13 @@ import { actionRoutes } from './routes/actions.js';
 import { campaignRoutes } from './routes/campaigns.js';
 import type { RouteDeps } from './routes/common.js';
 import { cronRoutes } from './routes/cron.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { operationRoutes } from './routes/operations.js';
+import { sessionRoutes } from './routes/session.js';
 import { smsCampaignRoutes } from './routes/sms-campaigns.js';
+import { SessionAuthenticator } from './session.js';
+import { StreamHub, type StreamHubSettings } from './stream.js';
+import { uiRoutes } from './ui.js';
 
 export interface ApiRoute {
   method: string;
@@ -61,6 +68,8 @@ export interface ApiRoute {
 declare module 'fastify' {
   interface FastifyInstance {
     heraldRoutes: readonly ApiRoute[];
+    /** The live stream's hub (GET /v1/stream): tests look at its clients and timers. */
+    heraldStream: StreamHub;
   }
 }
 
@@ -68,6 +77,12 @@ export interface ApiServerDeps {
   db: Database;
   /** Wake-ups the commands owe after their commit (the runtime's coalescing notifier). */
   wakeups: WakeupSignal;
+  /** The process's LISTEN connection (the runtime's): the live stream subscribes to it once. */
+  listener?: WakeupListener;
+  /** The live stream's pacing (tests shorten it). */
+  stream?: Partial<StreamHubSettings>;
+  /** Where the built dashboard is (default dist/ui of the package). */
+  uiRoot?: string;
   config: HeraldConfig;
   registry: AggregateRegistry;
   logger: Logger;
@@ -142,6 +157,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     // On close: idle keep-alive connections are closed at once, busy ones after their response.
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    // Behind a TLS-terminating proxy: X-Forwarded-Proto decides the session cookie's Secure flag.
+    trustProxy: config.api.trustProxy,
     routerOptions: { maxParamLength: 512 },
   });
   // Every route the server serves (the OpenAPI test checks the document lists each one).
@@ -170,6 +187,13 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       components: {
         securitySchemes: {
           apiKey: { type: 'http', scheme: 'bearer', description: 'an API key: `herald api-keys create`' },
+          session: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: 'herald_session',
+            description:
+              'the dashboard session (POST /v1/session); commands also need the x-csrf-token header',
+          },
         },
       },
       security: [{ apiKey: [] }],
@@ -178,8 +202,20 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     transformObject: (document) => withoutUnusedComponents(jsonSchemaTransformObject(document)),
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(cookie);
 
   const authenticator = new ApiKeyAuthenticator(deps.db, logger);
+  const sessions = new SessionAuthenticator(deps.db, authenticator, config.api);
+  const stream = new StreamHub({
+    listener: deps.listener,
+    schema: config.schema,
+    registry: deps.registry,
+    logger,
+    ...(deps.stream ? { settings: deps.stream } : {}),
+  });
+  app.decorate('heraldStream', stream);
+  // Open streams are not in-flight requests to wait for: they end when the server starts closing.
+  app.addHook('preClose', async () => stream.close());
   const commands = new RequestCommands({ db: deps.db, wakeups: deps.wakeups, config });
   const routeDeps: RouteDeps = { commands, registry: deps.registry, config, logger };
 
@@ -243,7 +279,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     async (v1) => {
       // Before the body is read: an unauthenticated or unauthorized request costs one index probe.
       v1.addHook('onRequest', async (request) => {
-        request.principal = await authenticator.authenticate(request.headers.authorization);
+        if (request.routeOptions.config.public) return; // sign-in authenticates itself
+        request.principal = await sessions.authenticate(request);
         requirePermission(request.principal, permissionOf(request));
       });
       // The Idempotency-Key fingerprint is over the request as received (before validation transforms it).
@@ -261,9 +298,12 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       await v1.register(cronRoutes, routeDeps);
       await v1.register(operationRoutes, routeDeps);
       await v1.register(smsCampaignRoutes, routeDeps);
+      await v1.register(sessionRoutes, { sessions });
+      await v1.register(dashboardRoutes, { ...routeDeps, stream });
     },
     { prefix: '/v1' },
   );
+  await app.register(uiRoutes, { root: deps.uiRoot });
   await app.ready();
   return app as unknown as FastifyInstance;
 }

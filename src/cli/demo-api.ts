@@ -40,6 +40,7 @@ export async function startDemoApi(
   out(`HTTP API: ${server.url}  (OpenAPI ${server.url}/openapi.json, docs ${server.url}/docs)`);
   out(`API key (admin of ${organizationId}): ${key}`);
   out(`  try: curl -s -H "Authorization: Bearer ${key}" ${server.url}/v1/campaigns`);
+  out(`Dashboard: ${server.url}/ui/  (sign in with the API key above)`);
   return { url: server.url, key, close: () => server.close() };
 }
 

@@ -113,6 +113,10 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
     if (!wakeups || results.length === 0) return;
     const schema = this.deps.db.schema;
     if (results.some((r) => r.outbox.length > 0)) wakeups.signal(channels.outbox(schema));
+    // The dashboard's live stream (coalesced to one NOTIFY a second per process and stream type).
+    if (results.some((r) => r.events.length > 0)) {
+      wakeups.signal(channels.changed(schema, this.aggregate.streamType));
+    }
     const dueAt = this.aggregate.dueAt;
     if (!dueAt) return;
     const horizon = this.deps.wakeHorizonMs ?? 30_000;

@@ -54,7 +54,7 @@ import {
 } from '../observability/tracing.js';
 import type { Database } from '../ports/database.js';
 import type { MessageSink, OutboundMessage, PublishOutcome } from '../ports/message-sink.js';
-import { channels, type WakeupListener } from '../ports/wakeups.js';
+import { channels, type WakeupListener, type WakeupSignal } from '../ports/wakeups.js';
 import {
   type BackoffSettings,
   type JitterMode,
@@ -89,6 +89,8 @@ export interface OutboxRelayOptions {
   owner: string;
   /** Wake-ups on NOTIFY; without one the relay polls (idlePollMs) and follows due times. */
   listener?: WakeupListener;
+  /** Tells dashboards that rows were sent or died (`channels.changed(schema, 'outbox')`, coalesced). */
+  changes?: WakeupSignal;
   logger?: Logger;
   /** Jitter for row retries. Default 'equal': a row's delay never shrinks between attempts. */
   jitter?: JitterMode;
@@ -464,6 +466,9 @@ export class OutboxRelay {
     this.counters.published += marked?.length ?? 0;
     this.counters.failed += (rescheduled?.length ?? 0) + (waiting?.length ?? 0);
     this.countBySink(rows, marked, rescheduled, waiting);
+    if ((marked?.length ?? 0) > 0 || (rescheduled ?? []).some((r) => r.status === 'dead')) {
+      this.options.changes?.signal(channels.changed(this.db.schema, 'outbox'));
+    }
     // Ordered heads that were sent: wake the next row of each key, after the mark committed (ADR 0007).
     // A late or repeated wake-up is harmless; a missed one (crash, give-up) is caught by maintenance.
     const sentKeys = rows.flatMap((row, index) =>

@@ -17,4 +17,14 @@ export interface WakeupListener {
 export const channels = {
   outbox: (schema: string) => `${schema}.outbox`,
   due: (schema: string) => `${schema}.due`,
+  /**
+   * Something of this stream type (or `outbox`) changed: what the dashboard's live stream (GET /v1/stream)
+   * listens to. Coalesced to at most one NOTIFY per CHANGE_NOTIFY_MS per process and channel.
+   */
+  changed: (schema: string, streamType: string) => `${schema}.changed.${streamType}`,
 } as const;
+
+/** Change notifications only refresh dashboards: one a second per process and channel is plenty. */
+export const CHANGE_NOTIFY_MS = 1_000;
+
+export const isChangeChannel = (channel: string): boolean => channel.includes('.changed.');

@@ -106,6 +106,7 @@ export const relayRole: RoleDefinition = {
       settings: config.relay,
       owner: config.pod,
       listener: runtime.listener,
+      changes: runtime.notifier,
       logger: log,
     });
     try {

@@ -191,13 +191,21 @@ export const JOB_RUNS_PAGE = `
    order by scheduled_for, trigger_key
    limit $6`;
 
-/** A job's runs and records in a range of scheduled times, and spans that reach into it; in order. */
+/**
+ * A job's runs and records in a range of scheduled times, and spans that reach into it; in order. The
+ * two parts are disjoint (scheduled_for ≥ / < $2), so `union all` of two limited index scans: a plain
+ * `union` read and de-duplicated every run of the range before the limit (200 ms for 100,000 runs).
+ */
 export const SELECT_JOB_RUNS = `
-  select ${jobRunTable.columnList}, version from job_run
-   where job_id = $1 and scheduled_for >= $2 and scheduled_for <= $3
-  union
-  select ${jobRunTable.columnList}, version from job_run
-   where job_id = $1 and span_last is not null and span_last >= $2 and scheduled_for < $2
+  (select ${jobRunTable.columnList}, version from job_run
+    where job_id = $1 and scheduled_for >= $2 and scheduled_for <= $3
+    order by scheduled_for, trigger_key
+    limit $4)
+  union all
+  (select ${jobRunTable.columnList}, version from job_run
+    where job_id = $1 and span_last is not null and span_last >= $2 and scheduled_for < $2
+    order by scheduled_for, trigger_key
+    limit $4)
    order by scheduled_for, trigger_key
    limit $4`;
 

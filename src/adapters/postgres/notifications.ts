@@ -11,7 +11,12 @@ import type { Subscriber } from 'pg-listen';
 import * as pgListen from 'pg-listen';
 import type { Logger } from '../../logger.js';
 import type { Database } from '../../ports/database.js';
-import type { WakeupListener, WakeupSignal } from '../../ports/wakeups.js';
+import {
+  CHANGE_NOTIFY_MS,
+  isChangeChannel,
+  type WakeupListener,
+  type WakeupSignal,
+} from '../../ports/wakeups.js';
 import { abortableDelay, type BackoffSettings, retryDelayMs } from '../../runtime/backoff.js';
 import { connectionConfig, type DatabaseOptions } from './database.js';
 
@@ -41,14 +46,17 @@ export class CoalescingNotifier implements WakeupSignal {
   }
 
   private openWindow(channel: string): void {
-    const timer = setTimeout(() => {
-      const window = this.pending.get(channel);
-      this.pending.delete(channel);
-      if (window?.again && !this.closed) {
-        this.send(channel);
-        this.openWindow(channel);
-      }
-    }, this.intervalMs);
+    const timer = setTimeout(
+      () => {
+        const window = this.pending.get(channel);
+        this.pending.delete(channel);
+        if (window?.again && !this.closed) {
+          this.send(channel);
+          this.openWindow(channel);
+        }
+      },
+      isChangeChannel(channel) ? Math.max(this.intervalMs, CHANGE_NOTIFY_MS) : this.intervalMs,
+    );
     timer.unref();
     this.pending.set(channel, { timer, again: false });
   }

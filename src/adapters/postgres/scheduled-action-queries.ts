@@ -148,6 +148,8 @@ export const LIST_ORGANIZATION_ACTIONS = `
      and ($2::text is null or status = $2)
      and ($3::text is null or workflow_id = $3)
      and ($4::timestamptz is null or (execute_at, id) < ($4, $5::uuid))
+     and ($7::text is null or mode = $7)
+     and ($8::text is null or correlation_key = $8)
    order by execute_at desc, id desc
    limit $6`;
 
@@ -271,6 +273,9 @@ export interface OrganizationActionFilter {
   /** The last action of the previous page. */
   before?: { executeAt: string; id: string } | null;
   limit: number;
+  /** `waitForSignal`: the waits (the dashboard's "waiting" list, with status pending). */
+  mode?: 'normal' | 'waitForSignal';
+  correlationKey?: string;
 }
 
 export async function listOrganizationActions(sql: SqlClient, filter: OrganizationActionFilter) {
@@ -281,6 +286,8 @@ export async function listOrganizationActions(sql: SqlClient, filter: Organizati
     filter.before?.executeAt ?? null,
     filter.before?.id ?? null,
     filter.limit,
+    filter.mode ?? null,
+    filter.correlationKey ?? null,
   ]);
   return scheduledActionTable.rows(rows).map((r) => r.state);
 }

@@ -60,6 +60,11 @@ const signalBody = signalParams.omit({ organizationId: true }).meta({ id: 'NewSi
 const listQuery = z.strictObject({
   status: z.enum(ACTION_STATUSES).optional(),
   workflowId: z.string().min(1).max(200).optional(),
+  mode: z
+    .enum(['normal', 'waitForSignal'])
+    .optional()
+    .describe('waitForSignal with status=pending: the waiting actions'),
+  correlationKey: z.string().min(1).max(500).optional().describe("a wait's correlation key"),
   limit,
   cursor: cursor(z.tuple([cursorInstant, cursorUuid])).optional(),
 });
@@ -119,6 +124,8 @@ export const actionRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { comm
         organizationId,
         ...(q.status ? { status: q.status } : {}),
         ...(q.workflowId ? { workflowId: q.workflowId } : {}),
+        ...(q.mode ? { mode: q.mode } : {}),
+        ...(q.correlationKey ? { correlationKey: q.correlationKey } : {}),
         before: q.cursor ? { executeAt: q.cursor[0], id: q.cursor[1] } : null,
         limit: q.limit + 1,
       });

@@ -2,13 +2,17 @@
  * `/v1/cron-jobs` and `/v1/cron-runs`: the cron library (src/aggregates/cron/service.ts) — create, get,
  * list (keyset by name), update, delete, pause, resume, trigger now, a job's runs (keyset by occurrence),
  * its occurrence ledger, its upcoming fire times, and backfill (`?dryRun=true` lists what it would
- * create and writes nothing). Every command records the key as `by` and as the events' actor; a job or
+ * create and writes nothing), and the preview of a schedule (a read: the next fire times of an expression
+ * in a zone, DST policy applied, for the dashboard's form). Every command records the key as `by` and as the events' actor; a job or
  * run of another organization is a 404.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { jobRunsPage, listOrganizationCronJobs } from '../../adapters/postgres/cron-queries.js';
-import { cronJobCommandSchema } from '../../domain/cron-job.js';
+import { previewSchedule } from '../../domain/cron-job/preview.js';
+import { cronJobCommandSchema, dstPolicy } from '../../domain/cron-job.js';
+import { ValidationError } from '../../errors.js';
+import { databaseNow } from '../../eventstore/command-handler.js';
 import type { Services } from '../commands.js';
 import { ownJob, ownRun, principalOf, sendCommand } from '../http.js';
 import {
@@ -84,6 +88,37 @@ const ledgerQuery = z.strictObject({
   to: instantQuery.optional().describe('default: now'),
   limit: z.coerce.number().int().min(1).max(1_000).default(100),
 });
+const previewBody = z
+  .strictObject({
+    expression: create.schedule.describe('a cron expression (5 or 6 fields)'),
+    timezone: create.timezone.describe('an IANA time zone, e.g. Europe/Berlin'),
+    dst: dstPolicy
+      .optional()
+      .describe("the job's DST policy; default: the one a job with this expression gets"),
+    count: z.number().int().min(1).max(50).optional().describe('how many (default 5)'),
+    after: instantQuery.optional().describe('preview from this instant (default: now, database time)'),
+  })
+  .meta({ id: 'CronScheduleToPreview' });
+const previewView = z
+  .object({
+    valid: z.literal(true),
+    expression: z.string(),
+    timezone: z.string(),
+    dst: dstPolicy,
+    next: z.array(
+      z.object({
+        at: z.iso.datetime().describe('ISO-8601, UTC'),
+        local: z.string().describe('the local time in the zone at that instant, with its offset'),
+        wall: z.string().describe('the wall-clock time the expression named'),
+        kind: z.enum(['regular', 'ambiguous-first', 'ambiguous-second', 'shifted']),
+        note: z
+          .enum(['dst-shifted', 'dst-repeated-first', 'dst-repeated-second'])
+          .optional()
+          .describe('how the occurrence met a DST transition'),
+      }),
+    ),
+  })
+  .meta({ id: 'CronSchedulePreview' });
 const upcomingQuery = z.strictObject({ count: z.coerce.number().int().min(1).max(100).default(10) });
 
 const jobPage = page(cronJobView, 'CronJobPage');
@@ -115,6 +150,34 @@ export const cronRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { comman
         );
         return { status: 201, body: jobOut(job), headers: { location: `/v1/cron-jobs/${job.jobId}` } };
       });
+    },
+  );
+
+  app.post(
+    '/cron-jobs/preview',
+    {
+      schema: {
+        tags: ['cron jobs'],
+        summary:
+          'Validate a schedule and list its next fire times in the zone (DST policy applied as the job would); nothing is written',
+        body: previewBody,
+        response: { 200: previewView, ...commandProblems },
+      },
+      config: { permission: 'read' },
+    },
+    async (request) => {
+      const { expression, timezone, dst, count, after } = request.body;
+      const from = after ? Date.parse(after) : (await databaseNow(readers.db)).getTime();
+      try {
+        const preview = previewSchedule({ expression, timezone, dst }, from, count ?? 5);
+        return { valid: true as const, expression, timezone, ...preview };
+      } catch (error) {
+        // The domain names the job's field (`schedule`); here the expression is `expression`.
+        if (error instanceof ValidationError && error.details.field === 'schedule') {
+          throw new ValidationError(error.message, { ...error.details, field: 'expression' });
+        }
+        throw error;
+      }
     },
   );
 

@@ -1,0 +1,207 @@
+/**
+ * The dashboard's live updates (GET /v1/stream, Server-Sent Events). One hub per API process holds the
+ * process's only subscriptions on its LISTEN connection (the runtime's, src/adapters/postgres/
+ * notifications.ts): the change channels every command handler and relay NOTIFY after commit
+ * (`channels.changed`, coalesced to one a second per process) and the relay's outbox channel. A
+ * notification becomes a topic (`campaigns`, `actions`, `cron`, `outbox`, plus `overview` for any of
+ * them), and each topic is sent to every client at most once a second (leading edge at once, one
+ * trailing event for everything meanwhile) as `event: <topic>` with `data: {"at": …}`: the page
+ * refetches, the event carries no data to keep consistent. A comment line every 15 s keeps proxies
+ * from closing idle streams.
+ *
+ * Bounded per client: a client the socket cannot keep up with (write returns false) is sent nothing
+ * until it drains, then one event per topic it missed (at most five), so a stalled tab costs a few
+ * bytes, never a queue. Nothing is per client but its socket and that set: connecting and disconnecting
+ * adds no LISTEN, timer or handler (the heartbeat runs only while a client is connected). Notifications
+ * only cut latency (invariant 7): a page also refetches on its own when the stream is down.
+ */
+import type { ServerResponse } from 'node:http';
+import type { AggregateRegistry } from '../eventstore/registry.js';
+import type { Logger } from '../logger.js';
+import { channels, type WakeupListener } from '../ports/wakeups.js';
+
+export const STREAM_TOPICS = ['campaigns', 'actions', 'cron', 'outbox', 'overview'] as const;
+export type StreamTopic = (typeof STREAM_TOPICS)[number];
+
+/** Which page a stream type's changes concern (anything else only refreshes the overview). */
+const TOPIC_OF_STREAM: Readonly<Record<string, StreamTopic>> = {
+  campaign: 'campaigns',
+  campaign_recipient: 'campaigns',
+  line_delivery: 'campaigns',
+  scheduled_action: 'actions',
+  action_signal: 'actions',
+  cron_job: 'cron',
+  job_run: 'cron',
+  outbox: 'outbox',
+};
+
+export interface StreamHubSettings {
+  /** At most one event per topic this often. */
+  coalesceMs: number;
+  heartbeatMs: number;
+  /** Connections beyond this are refused (503), so a flood of tabs cannot exhaust the process. */
+  maxClients: number;
+}
+
+export const DEFAULT_STREAM_SETTINGS: StreamHubSettings = {
+  coalesceMs: 1_000,
+  heartbeatMs: 15_000,
+  maxClients: 1_000,
+};
+
+interface Client {
+  res: ServerResponse;
+  topics: ReadonlySet<StreamTopic>;
+  /** Topics that fired while the socket was congested (sent once it drains). */
+  missed: Set<StreamTopic> | null;
+}
+
+export class StreamHub {
+  private readonly clients = new Set<Client>();
+  private readonly lastSent = new Map<StreamTopic, number>();
+  private readonly trailing = new Map<StreamTopic, NodeJS.Timeout>();
+  private heartbeat: NodeJS.Timeout | undefined;
+  private subscribed: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly deps: {
+      listener: WakeupListener | undefined;
+      schema: string;
+      registry: AggregateRegistry;
+      logger: Logger;
+      settings?: Partial<StreamHubSettings>;
+    },
+  ) {}
+
+  private get settings(): StreamHubSettings {
+    return { ...DEFAULT_STREAM_SETTINGS, ...this.deps.settings };
+  }
+
+  /** For tests and metrics: connected clients, armed timers. */
+  stats(): { clients: number; trailingTimers: number; heartbeat: boolean } {
+    return { clients: this.clients.size, trailingTimers: this.trailing.size, heartbeat: !!this.heartbeat };
+  }
+
+  get full(): boolean {
+    return this.clients.size >= this.settings.maxClients;
+  }
+
+  /** Subscribes the process's channels once (the first client); later clients share them. */
+  private subscribe(): void {
+    const { listener, schema, registry, logger } = this.deps;
+    if (this.subscribed || !listener) return;
+    const subscriptions: Promise<void>[] = [];
+    const streamTypes = new Set([...registry.stateModels.keys(), ...Object.keys(TOPIC_OF_STREAM)]);
+    for (const streamType of streamTypes) {
+      const topic = TOPIC_OF_STREAM[streamType] ?? 'overview';
+      subscriptions.push(listener.subscribe(channels.changed(schema, streamType), () => this.notify(topic)));
+    }
+    subscriptions.push(listener.subscribe(channels.outbox(schema), () => this.notify('outbox')));
+    this.subscribed = Promise.all(subscriptions).then(
+      () => undefined,
+      (error: unknown) =>
+        logger.warn({ err: error }, 'live stream cannot listen; pages fall back to polling'),
+    );
+  }
+
+  /** Resolves once the channels are listened to (tests). */
+  async ready(): Promise<void> {
+    this.subscribe();
+    await this.subscribed;
+  }
+
+  private readonly changeListeners = new Set<() => void>();
+
+  /** Called on every notification the hub hears (the overview's cache drops what it holds). */
+  onChange(listener: () => void): void {
+    this.changeListeners.add(listener);
+  }
+
+  /** A notification: the topic (and the overview) goes out now, or once its coalescing window ends. */
+  notify(topic: StreamTopic): void {
+    if (this.closed) return;
+    for (const listener of this.changeListeners) listener();
+    this.schedule(topic);
+    if (topic !== 'overview') this.schedule('overview');
+  }
+
+  private schedule(topic: StreamTopic): void {
+    if (this.clients.size === 0 || this.trailing.has(topic)) return;
+    const wait = (this.lastSent.get(topic) ?? 0) + this.settings.coalesceMs - Date.now();
+    if (wait <= 0) {
+      this.broadcast(topic);
+      return;
+    }
+    const timer = setTimeout(() => {
+      this.trailing.delete(topic);
+      this.broadcast(topic);
+    }, wait);
+    timer.unref();
+    this.trailing.set(topic, timer);
+  }
+
+  private broadcast(topic: StreamTopic): void {
+    this.lastSent.set(topic, Date.now());
+    const frame = eventFrame(topic);
+    for (const client of this.clients) {
+      if (!client.topics.has(topic)) continue;
+      if (client.missed) client.missed.add(topic);
+      else this.write(client, frame);
+    }
+  }
+
+  private write(client: Client, frame: string): void {
+    if (client.res.writableEnded || client.res.destroyed) return;
+    if (!client.res.write(frame)) client.missed ??= new Set();
+  }
+
+  /** Serves one client on a hijacked response until it disconnects or the hub closes. */
+  attach(res: ServerResponse, topics: ReadonlySet<StreamTopic>): void {
+    const client: Client = { res, topics, missed: null };
+    this.clients.add(client);
+    this.subscribe();
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    // The browser reconnects after 5 s when the stream drops; the first line flushes the headers.
+    res.write('retry: 5000\n: connected\n\n');
+    res.on('drain', () => {
+      const missed = client.missed;
+      client.missed = null;
+      for (const topic of missed ?? []) this.write(client, eventFrame(topic));
+    });
+    const detach = () => {
+      this.clients.delete(client);
+      if (this.clients.size === 0) this.stopTimers();
+    };
+    res.on('close', detach);
+    res.on('error', detach);
+    this.heartbeat ??= setInterval(() => {
+      for (const c of this.clients) if (!c.missed) this.write(c, ': heartbeat\n\n');
+    }, this.settings.heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  private stopTimers(): void {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
+    for (const timer of this.trailing.values()) clearTimeout(timer);
+    this.trailing.clear();
+  }
+
+  /** Ends every stream (the server is closing: in-flight requests must not include open streams). */
+  close(): void {
+    this.closed = true;
+    this.stopTimers();
+    for (const client of this.clients) client.res.end();
+    this.clients.clear();
+  }
+}
+
+function eventFrame(topic: StreamTopic): string {
+  return `event: ${topic}\ndata: ${JSON.stringify({ at: new Date().toISOString() })}\n\n`;
+}

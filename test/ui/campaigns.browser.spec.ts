@@ -1,0 +1,217 @@
+/**
+ * Campaigns in a real browser (issue 14) against `herald api`, `herald scanner`, `herald relay`,
+ * `herald worker` and `herald sms-simulator` as child processes on the real services: the list finds a
+ * campaign by name and by id and filters by status; on its page an operator pauses, resumes and cancels
+ * it, each confirmation asking for a reason, and the timeline shows each event with its actor (the key)
+ * and reason, recorded in the campaign's history; a sent campaign's timeline follows the command to its
+ * outbox message, the broker confirm and the consumer; an SMS campaign the (simulated) network failed is
+ * resent from its page after the server's preview of the recipients and the charge, with a reason. The
+ * harness fails each test on any console error or failed load.
+ */
+import { describe, expect, it } from 'vitest';
+import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
+import { inlineRequest } from '../support/sms.js';
+import { waitFor } from '../support/wait.js';
+import { type UiPage, useDashboard } from './support/browser.js';
+
+const ui = useDashboard({
+  roles: ['scanner', 'relay', 'worker', 'sms-simulator'],
+  env: {
+    HERALD_SCANNER_POLL_MS: '200',
+    HERALD_RELAY_IDLE_POLL_MS: '200',
+    HERALD_SMS_SIMULATOR_OUTCOMES: 'REJECTED=1',
+    HERALD_SMS_SIMULATOR_LATENCY_MS: '10',
+  },
+});
+
+const ORG = 'org-campaigns-ui';
+
+/** Opens the page's control, fills the reason and confirms; waits for the dialog to close. */
+async function command(p: UiPage, button: string, confirm: string, reason: string) {
+  await p.page.getByRole('button', { name: button, exact: true }).click();
+  const dialog = p.page.getByRole('dialog');
+  // No reason, no command.
+  expect(await dialog.getByRole('button', { name: confirm, exact: true }).isDisabled()).toBe(true);
+  await dialog.getByLabel('Reason').fill(reason);
+  await dialog.getByRole('button', { name: confirm, exact: true }).click();
+  await dialog.waitFor({ state: 'detached' });
+}
+
+const statusOf = (p: UiPage) =>
+  p.page.getByTestId('campaign-detail').locator('h1 [data-status]').getAttribute('data-status');
+
+describe('campaigns in the browser', () => {
+  it('pause, resume and cancel from the page, each with a reason; the timeline shows the events with the actor', async () => {
+    const key = await ui.dashboard.key(ORG, 'operator');
+    const startAt = new Date(Date.now() + 3 * 3_600_000).toISOString();
+    const created = await ui.dashboard.request('POST', '/v1/campaigns', {
+      key,
+      body: {
+        channel: 'line',
+        name: 'Spring sale — LINE broadcast',
+        castType: 'broadcast',
+        lineOaId: 'oa-spring',
+        startAt,
+      },
+    });
+    expect(created.status, created.text).toBe(201);
+    const id = created.body.campaignId as string;
+    expect(created.body.status).toBe('SCHEDULED');
+    const keyId = (
+      await ui.dashboard.t.db.query<{ id: string }>('select id from api_key where organization_id = $1', [
+        ORG,
+      ])
+    ).rows[0]!.id;
+    const actor = `api-key:${keyId}`;
+
+    const p = await ui.page();
+    await p.signIn(key);
+    // Found by the start of its name, opened from the list.
+    await p.goto('/campaigns');
+    await p.page.getByLabel('Search campaigns').fill('spring');
+    await p.page.getByRole('link', { name: 'Spring sale — LINE broadcast' }).click();
+    await p.page.getByTestId('campaign-detail').waitFor();
+    expect(p.page.url()).toContain(`/ui/campaigns/${id}`);
+    expect(await statusOf(p)).toBe('SCHEDULED');
+
+    await command(p, 'Pause', 'Pause', 'holiday freeze');
+    await waitFor(async () => (await statusOf(p)) === 'PAUSED', { what: 'PAUSED on the page' });
+    await command(p, 'Resume', 'Resume', 'freeze lifted');
+    await waitFor(async () => (await statusOf(p)) === 'SCHEDULED', { what: 'SCHEDULED again' });
+    await command(p, 'Cancel', 'Cancel campaign', 'client withdrew the offer');
+    await waitFor(async () => (await statusOf(p)) === 'CANCELLED', { what: 'CANCELLED on the page' });
+    // A cancelled campaign offers no controls.
+    expect(await p.page.locator('.page-header').getByRole('button').count()).toBe(0);
+
+    // The timeline (newest first): every event with its actor, the reasons with them.
+    const timeline = p.page.getByTestId('timeline');
+    const event = (type: string) => timeline.locator(`[data-testid="timeline-event"][data-type="${type}"]`);
+    await event('CampaignCancelled').waitFor();
+    for (const [type, reason] of [
+      ['CampaignPaused', 'holiday freeze'],
+      ['CampaignResumed', 'freeze lifted'],
+      ['CampaignCancellationRequested', 'client withdrew the offer'],
+    ] as const) {
+      const text = await event(type).textContent();
+      expect(text, type).toContain(`by ${actor}`);
+      expect(text, type).toContain(`reason: ${reason}`);
+    }
+    expect(await event('CampaignScheduled').textContent()).toContain(`by ${actor}`);
+    const types = await timeline
+      .locator('[data-testid="timeline-event"]')
+      .evaluateAll((els) => els.map((e) => e.getAttribute('data-type')));
+    // Commands newest first; each command's events in the order they happened.
+    expect(types).toEqual([
+      'CampaignCancellationRequested',
+      'CampaignCancelled',
+      'CampaignResumed',
+      'CampaignPaused',
+      'CampaignCreated',
+      'CampaignScheduled',
+    ]);
+    // The commands were grouped under their actor.
+    expect(await timeline.getByTestId('timeline-actor').first().textContent()).toBe(actor);
+
+    // What the page showed is what the history holds.
+    const history = await ui.dashboard.request('GET', `/v1/campaigns/${id}/history`, { key });
+    expect(history.status).toBe(200);
+    const events = (history.body.events as { type: string; data: { reason?: string } }[]).map((e) => [
+      e.type,
+      e.data.reason ?? null,
+    ]);
+    expect(events).toEqual(
+      expect.arrayContaining([
+        ['CampaignPaused', 'holiday freeze'],
+        ['CampaignResumed', 'freeze lifted'],
+        ['CampaignCancellationRequested', 'client withdrew the offer'],
+      ]),
+    );
+
+    // The list: found by its id, and under the cancelled filter.
+    await p.goto('/campaigns');
+    await p.page.getByLabel('Search campaigns').fill(id);
+    await p.page.getByTestId('campaigns').locator(`[data-row-key="${id}"]`).waitFor();
+    await p.page.getByLabel('Search campaigns').fill('');
+    await p.page.getByLabel('Status').selectOption('SCHEDULED');
+    await p.page.getByText('No campaign matches.').waitFor();
+    await p.page.getByLabel('Status').selectOption('CANCELLED');
+    await p.page.getByTestId('campaigns').locator(`[data-row-key="${id}"]`).waitFor();
+  });
+
+  it("a sent campaign's timeline follows the command to its message, the broker confirm and the consumer", async () => {
+    const key = await ui.dashboard.key(ORG, 'operator');
+    const created = await ui.dashboard.request('POST', '/v1/campaigns', {
+      key,
+      body: {
+        channel: 'line',
+        name: 'Flash deal — multicast',
+        castType: 'multicast',
+        audienceId: 'aud-vip',
+        lineOaId: 'oa-flash',
+      },
+    });
+    expect(created.status, created.text).toBe(201);
+    const id = created.body.campaignId as string;
+    const activated = await ui.dashboard.request('POST', `/v1/campaigns/${id}/activate`, { key });
+    expect(activated.status, activated.text).toBe(200);
+
+    const p = await ui.page();
+    await p.signIn(key);
+    await p.goto(`/campaigns/${id}`);
+    // Live: the scanner claims it, the relay publishes, the worker delivers — no reload.
+    await waitFor(async () => (await statusOf(p)) === 'COMPLETED', {
+      what: 'the campaign COMPLETED on the page',
+      timeoutMs: 45_000,
+    });
+    const message = p.page.getByTestId('timeline-message').first();
+    await message.getByText('confirmed').waitFor({ timeout: 20_000 });
+    await message.getByText('line-delivery').waitFor({ timeout: 20_000 });
+    const text = await message.textContent();
+    expect(text).toMatch(/message\s*[0-9a-f]{8} → amqp:line_multicast_rich_message\s*sent/);
+    expect(text).toMatch(/broker\s*confirmed/);
+    expect(text).toMatch(/consumer\s*line-delivery/);
+    // The chain around it: the key's activation, the scanner's claim, the completion.
+    const event = (type: string) => p.page.locator(`[data-testid="timeline-event"][data-type="${type}"]`);
+    expect(await event('CampaignActivated').textContent()).toMatch(/by api-key:/);
+    await event('CampaignClaimed').waitFor();
+    await event('CampaignCompleted').waitFor();
+  });
+});
+
+describe('resend in the browser', () => {
+  it('a failed SMS campaign: the resend preview shows the recipients and the charge, the confirmed resend reopens it', async () => {
+    const key = await ui.dashboard.key(ORG, 'operator');
+    await new PostgresLedger(ui.dashboard.t.db).credit({ organizationId: ORG, key: 'top-up', amount: '100' });
+    const created = await ui.dashboard.request('POST', '/v1/campaigns', {
+      key,
+      body: {
+        channel: 'sms',
+        ...inlineRequest({ name: 'OTP notice', messageType: 'TRANSACTIONAL', campaignId: undefined }),
+      },
+    });
+    expect(created.status, created.text).toBe(201);
+    const id = created.body.campaignId as string;
+    const p = await ui.page();
+    await p.signIn(key);
+    await p.goto(`/campaigns/${id}`);
+    // The simulated network rejects every message: the campaign fails, its recipients are refunded.
+    await waitFor(async () => (await statusOf(p)) === 'FAILED', {
+      what: 'FAILED on the page',
+      timeoutMs: 60_000,
+    });
+    await p.page.getByRole('button', { name: 'Resend failed', exact: true }).click();
+    const dialog = p.page.getByRole('dialog');
+    const preview = dialog.getByTestId('resend-preview');
+    await preview.waitFor();
+    expect(await preview.textContent()).toMatch(/3 failed/);
+    await dialog.getByLabel('Reason').fill('operator fixed the sender id');
+    await dialog.getByRole('button', { name: /^Resend 3 for / }).click();
+    await dialog.waitFor({ state: 'detached' });
+    await waitFor(async () => (await statusOf(p)) !== 'FAILED', { what: 'the campaign reopened' });
+    const history = await ui.dashboard.request('GET', `/v1/campaigns/${id}/history`, { key });
+    const resend = (history.body.events as { type: string; data: { reason?: string } }[]).find(
+      (e) => e.type === 'CampaignResendRequested',
+    );
+    expect(resend?.data.reason).toBe('operator fixed the sender id');
+  });
+});

@@ -1,0 +1,34 @@
+// The dashboard's routes (under /ui): sign-in outside the frame, every other page inside Layout.
+import { Navigate, Route, Routes } from 'react-router-dom';
+import { Layout } from './components';
+import { Actions } from './pages/Actions';
+import { CampaignDetail } from './pages/CampaignDetail';
+import { Campaigns } from './pages/Campaigns';
+import { CronJobDetail } from './pages/CronJobDetail';
+import { CronJobForm } from './pages/CronJobForm';
+import { CronJobs } from './pages/CronJobs';
+import { Outbox } from './pages/Outbox';
+import { Overview } from './pages/Overview';
+import { Recipients } from './pages/Recipients';
+import { SignIn } from './pages/SignIn';
+
+export function App() {
+  return (
+    <Routes>
+      <Route path="/signin" element={<SignIn />} />
+      <Route element={<Layout />}>
+        <Route index element={<Overview />} />
+        <Route path="campaigns" element={<Campaigns />} />
+        <Route path="campaigns/:id" element={<CampaignDetail />} />
+        <Route path="recipients" element={<Recipients />} />
+        <Route path="actions" element={<Actions />} />
+        <Route path="cron" element={<CronJobs />} />
+        <Route path="cron/new" element={<CronJobForm />} />
+        <Route path="cron/:id" element={<CronJobDetail />} />
+        <Route path="cron/:id/edit" element={<CronJobForm />} />
+        <Route path="outbox" element={<Outbox />} />
+        <Route path="*" element={<Navigate to="/" replace />} />
+      </Route>
+    </Routes>
+  );
+}

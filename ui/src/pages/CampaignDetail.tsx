@@ -1,0 +1,578 @@
+/**
+ * One campaign: its progress (SMS: recipients by state, costs, deferred by send window — all from the
+ * campaign's event-maintained counters, never counted on read), the timeline from its event history as
+ * causal chains (command → events → outbox message → broker confirm → consumer, each event with its
+ * actor), and the controls — pause, resume, reschedule, cancel, resend (with its preview when the server
+ * offers one) — each behind a confirmation that asks for a reason. Live on the `campaigns` topic. A
+ * viewer sees no command buttons.
+ */
+import { useQuery } from '@tanstack/react-query';
+import { type ReactNode, useState } from 'react';
+import { Link, useParams } from 'react-router-dom';
+import { api, type Schemas, unwrap, useLive, useSession } from '../api/client';
+import {
+  Card,
+  CommandButton,
+  ConfirmDialog,
+  ErrorBanner,
+  PageHeader,
+  Stat,
+  StatusBadge,
+} from '../components';
+import { formatCount, formatRelative, formatTime } from '../format';
+import './pages-b.css';
+
+type Campaign = Schemas['Campaign'];
+type Timeline = Schemas['CampaignTimeline'];
+type TimelineEvent = Timeline['events'][number];
+type Message = TimelineEvent['messages'][number];
+
+const PAUSABLE = new Set(['SCHEDULED', 'QUEUED', 'DISPATCHING']);
+const CANCELLABLE = new Set(['QUEUED', 'SCHEDULED', 'PAUSED']);
+const RESENDABLE = new Set(['PARTIAL', 'FAILED']);
+
+interface Sms {
+  recipients: number;
+  segments: number;
+  totalCost: string;
+  actualCost?: string;
+  failedCost?: string;
+  refundedCost?: string;
+  unconfirmedCost?: string;
+  cancelledCost?: string;
+  rejected: number;
+  deferrals: number;
+  submissions: number;
+  messageType: string;
+  sendWindow: unknown;
+  progress: {
+    pending: number;
+    deferred: number;
+    submitted: number;
+    retryPending: number;
+    delivered: number;
+    failed: number;
+    cancelled: number;
+    unconfirmed: number;
+    refunded: number;
+  };
+}
+
+const str = (v: unknown): string =>
+  typeof v === 'string' ? v : v === null || v === undefined ? '' : JSON.stringify(v);
+
+/** The stacked progress bar of an SMS campaign's recipients. */
+function ProgressBar({ sms }: { sms: Sms }) {
+  const p = sms.progress;
+  const total = Math.max(1, sms.recipients);
+  const parts: [string, number, string][] = [
+    ['delivered', p.delivered, 'seg-ok'],
+    ['failed', p.failed, 'seg-bad'],
+    ['cancelled', p.cancelled, 'seg-muted'],
+    ['submitted', p.submitted, 'seg-run'],
+    ['retry pending', p.retryPending, 'seg-warn'],
+    ['deferred by window', p.deferred, 'seg-wait'],
+    ['pending', p.pending, 'seg-pending'],
+  ];
+  return (
+    <div>
+      <div className="progress-bar" role="img" aria-label="recipients by state">
+        {parts.map(([label, n, cls]) =>
+          n > 0 ? (
+            <span
+              key={label}
+              className={`progress-seg ${cls}`}
+              style={{ width: `${(100 * n) / total}%` }}
+              title={`${label}: ${n}`}
+            />
+          ) : null,
+        )}
+      </div>
+      <div className="progress-legend">
+        {parts.map(([label, n, cls]) => (
+          <span key={label} className="legend-item">
+            <span className={`legend-swatch ${cls}`} aria-hidden="true" />
+            {label} <strong>{formatCount(n)}</strong>
+          </span>
+        ))}
+      </div>
+    </div>
+  );
+}
+
+function SmsProgress({ sms }: { sms: Sms }) {
+  const window = sms.sendWindow as { start?: string; end?: string; timezone?: string } | null;
+  return (
+    <>
+      <div className="stats" data-testid="campaign-progress">
+        <Stat
+          label="Recipients"
+          value={formatCount(sms.recipients)}
+          hint={`${formatCount(sms.segments)} segments`}
+        />
+        <Stat label="Delivered" value={formatCount(sms.progress.delivered)} tone="ok" />
+        <Stat
+          label="Failed"
+          value={formatCount(sms.progress.failed)}
+          hint={`${formatCount(sms.progress.unconfirmed)} unconfirmed, ${formatCount(sms.progress.refunded)} refunded`}
+          {...(sms.progress.failed > 0 ? { tone: 'bad' as const } : {})}
+        />
+        <Stat
+          label="Deferred by window"
+          value={formatCount(sms.progress.deferred)}
+          hint={`${formatCount(sms.deferrals)} deferrals so far`}
+          {...(sms.progress.deferred > 0 ? { tone: 'warn' as const } : {})}
+          testId="deferred"
+        />
+        <Stat label="Charged" value={sms.totalCost} hint={`actual ${sms.actualCost ?? '—'}`} />
+        <Stat
+          label="Refunded"
+          value={sms.refundedCost ?? '—'}
+          hint={`failed ${sms.failedCost ?? '—'} · cancelled ${sms.cancelledCost ?? '—'}`}
+        />
+      </div>
+      <ProgressBar sms={sms} />
+      <p className="muted small-text">
+        {sms.messageType.toLowerCase()} · {formatCount(sms.submissions)} submission chunks ·{' '}
+        {formatCount(sms.rejected)} rows rejected
+        {window ? ` · send window ${str(window.start)}–${str(window.end)} ${str(window.timezone)}` : ''}
+      </p>
+    </>
+  );
+}
+
+function LineFacts({ c }: { c: Campaign }) {
+  return (
+    <dl className="kv" data-testid="campaign-progress">
+      <dt>Cast</dt>
+      <dd>
+        {c.castType ?? '—'}{' '}
+        {c.audienceId ? <span className="mono small-text">audience {c.audienceId}</span> : null}
+      </dd>
+      <dt>LINE OA</dt>
+      <dd className="mono">{c.lineOaId ?? '—'}</dd>
+      <dt>Start</dt>
+      <dd>{c.startAt ? formatTime(c.startAt) : 'immediately'}</dd>
+      <dt>Deadline</dt>
+      <dd>{c.dispatchDeadline ? formatTime(c.dispatchDeadline) : '—'}</dd>
+      <dt>Claim</dt>
+      <dd>
+        epoch {c.claimEpoch}
+        {c.claimedAt ? ` · claimed ${formatRelative(c.claimedAt)}` : ''}
+      </dd>
+      {c.failureReason ? (
+        <>
+          <dt>Failure</dt>
+          <dd className="error-text">{c.failureReason}</dd>
+        </>
+      ) : null}
+    </dl>
+  );
+}
+
+/** One outbox message of an event: the row, its broker confirm(s), its consumers. */
+function MessageChain({ m }: { m: Message }) {
+  const outbox = m.outbox as Record<string, unknown> | null;
+  return (
+    <div className="chain-message" data-testid="timeline-message">
+      <div className="chain-step">
+        <span className="chain-kind">message</span>
+        <span className="mono small-text">{m.messageId.slice(0, 8)}</span> → {m.sink}:{m.destination}
+        {outbox ? (
+          <>
+            {' '}
+            <StatusBadge status={str(outbox.status)} />
+            {Number(outbox.attempts) > 0 ? (
+              <span className="muted small-text"> {str(outbox.attempts)} attempt(s)</span>
+            ) : null}
+            {outbox.lastError ? (
+              <span className="error-text small-text"> {str(outbox.lastError)}</span>
+            ) : null}
+          </>
+        ) : (
+          <span className="muted small-text"> (outbox row pruned)</span>
+        )}
+      </div>
+      {m.receipts.map((r) => (
+        <div className="chain-step" key={str(r.id)}>
+          <span className="chain-kind">broker</span>
+          <StatusBadge
+            status={str(r.outcome) === 'sent' ? 'confirmed' : str(r.outcome)}
+            tone={str(r.outcome) === 'sent' ? 'ok' : 'bad'}
+          />
+          {r.confirmedAt ? <span className="muted small-text"> {formatTime(str(r.confirmedAt))}</span> : null}
+          {r.brokerRef ? <span className="mono small-text"> ref {str(r.brokerRef)}</span> : null}
+          {r.error ? <span className="error-text small-text"> {str(r.error)}</span> : null}
+        </div>
+      ))}
+      {m.inbox.map((i) => (
+        <div className="chain-step" key={`${str(i.consumer)}-${str(i.receivedAt)}`}>
+          <span className="chain-kind">consumer</span>
+          <strong>{str(i.consumer)}</strong> <StatusBadge status={str(i.status)} />
+          {Number(i.attempts) > 1 ? (
+            <span className="muted small-text"> {str(i.attempts)} attempts</span>
+          ) : null}
+          {i.error ? <span className="error-text small-text"> {str(i.error)}</span> : null}
+        </div>
+      ))}
+    </div>
+  );
+}
+
+function summary(data: unknown): string {
+  if (!data || typeof data !== 'object') return '';
+  const d = data as Record<string, unknown>;
+  const keys = [
+    'reason',
+    'startAt',
+    'from',
+    'to',
+    'status',
+    'epoch',
+    'recipients',
+    'delivered',
+    'failed',
+    'deferred',
+    'amount',
+  ];
+  return keys
+    .filter((k) => d[k] !== undefined && d[k] !== null && typeof d[k] !== 'object')
+    .map((k) => `${k}: ${str(d[k])}`)
+    .join(' · ');
+}
+
+/** Events grouped by the command that caused them (same correlation id, consecutive). */
+function CampaignTimeline({ timeline }: { timeline: Timeline }) {
+  const [open, setOpen] = useState<number | null>(null);
+  const messageEvents = new Map<string, TimelineEvent>();
+  for (const e of timeline.events) for (const m of e.messages) messageEvents.set(m.messageId, e);
+  const groups: {
+    key: string;
+    correlationId: string | null;
+    actor: string | null;
+    events: TimelineEvent[];
+  }[] = [];
+  for (const event of [...timeline.events].reverse()) {
+    const last = groups.at(-1);
+    if (last && event.correlationId && last.correlationId === event.correlationId) {
+      last.events.push(event);
+      // Walking newest first: the group's earliest event is the command's own; its actor issued it.
+      last.actor = event.actor;
+    } else
+      groups.push({
+        key: `${event.position}`,
+        correlationId: event.correlationId,
+        actor: event.actor,
+        events: [event],
+      });
+  }
+  return (
+    <ol className="timeline" data-testid="timeline">
+      {timeline.truncated ? <li className="muted small-text">Older events are not shown.</li> : null}
+      {groups.map((g) => (
+        <li key={g.key} className="timeline-group">
+          <div className="timeline-command">
+            <span className="chain-kind">command</span>
+            <span className="actor" data-testid="timeline-actor">
+              {g.actor ?? 'unknown actor'}
+            </span>
+            {g.correlationId ? (
+              <span className="mono muted small-text"> correlation {g.correlationId}</span>
+            ) : null}
+          </div>
+          {[...g.events].reverse().map((e) => {
+            const cause = e.causationId ? messageEvents.get(e.causationId) : undefined;
+            const text = summary(e.data);
+            return (
+              <div
+                key={e.position}
+                className="timeline-event"
+                data-testid="timeline-event"
+                data-type={e.type}
+              >
+                <div className="timeline-event-head">
+                  <span className="mono small-text muted">{formatTime(e.recordedAt)}</span>{' '}
+                  <button
+                    type="button"
+                    className="link event-type"
+                    onClick={() => setOpen(open === e.position ? null : e.position)}
+                  >
+                    {e.type}
+                  </button>{' '}
+                  <span className="muted small-text">v{e.version}</span>{' '}
+                  <span className="small-text">by {e.actor ?? '—'}</span>
+                  {cause ? (
+                    <span className="muted small-text">
+                      {' '}
+                      ← consumer of the message of {cause.type} (v{cause.version})
+                    </span>
+                  ) : null}
+                </div>
+                {text ? <div className="small-text event-summary">{text}</div> : null}
+                {open === e.position ? <pre className="output">{JSON.stringify(e.data, null, 2)}</pre> : null}
+                {e.messages.map((m) => (
+                  <MessageChain key={m.messageId} m={m} />
+                ))}
+              </div>
+            );
+          })}
+        </li>
+      ))}
+    </ol>
+  );
+}
+
+const localInput = (iso: string | null) => {
+  const ms = iso ? Date.parse(iso) : Date.now() + 3_600_000;
+  return new Date(ms - new Date(ms).getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+};
+
+function RescheduleButton({
+  c,
+  run,
+}: {
+  c: Campaign;
+  run(startAt: string, reason: string): Promise<unknown>;
+}) {
+  const { canCommand } = useSession();
+  const [open, setOpen] = useState(false);
+  const [startAt, setStartAt] = useState('');
+  if (!canCommand) return null;
+  const valid = startAt !== '' && !Number.isNaN(Date.parse(startAt));
+  return (
+    <>
+      <button
+        type="button"
+        onClick={() => {
+          setStartAt(localInput(c.startAt));
+          setOpen(true);
+        }}
+      >
+        Reschedule
+      </button>
+      <ConfirmDialog
+        open={open}
+        title={`Reschedule ${c.name}`}
+        description="Moves the start time (it must be in the future)."
+        confirmLabel="Reschedule"
+        requireReason
+        confirmDisabled={!valid}
+        onClose={() => setOpen(false)}
+        onConfirm={(reason) => run(new Date(startAt).toISOString(), reason)}
+      >
+        <div className="field">
+          <label htmlFor="rs-start">New start (your time)</label>
+          <input
+            id="rs-start"
+            type="datetime-local"
+            value={startAt}
+            onChange={(e) => setStartAt(e.target.value)}
+          />
+        </div>
+      </ConfirmDialog>
+    </>
+  );
+}
+
+export function CampaignDetail() {
+  const { id } = useParams() as { id: string };
+  const campaign = useQuery({
+    queryKey: ['campaigns', id],
+    queryFn: () => unwrap(api.GET('/v1/campaigns/{id}', { params: { path: { id } } })),
+  });
+  const timeline = useQuery({
+    queryKey: ['campaigns', id, 'timeline'],
+    queryFn: () =>
+      unwrap(api.GET('/v1/campaigns/{id}/timeline', { params: { path: { id }, query: { limit: 200 } } })),
+  });
+  useLive(['campaigns'], () => {
+    void campaign.refetch();
+    void timeline.refetch();
+  });
+  const refetch = async () => {
+    await Promise.all([campaign.refetch(), timeline.refetch()]);
+  };
+
+  if (campaign.error) return <ErrorBanner error={campaign.error} />;
+  if (!campaign.data) return <p className="muted">Loading…</p>;
+  const c = campaign.data;
+  const sms = c.sms as unknown as Sms | null;
+  const path = { params: { path: { id } } };
+
+  const controls: ReactNode[] = [];
+  if (PAUSABLE.has(c.status)) {
+    controls.push(
+      <CommandButton
+        key="pause"
+        label="Pause"
+        title={`Pause ${c.name}`}
+        description={`Stops dispatching; it resumes from ${c.status.toLowerCase()}.`}
+        confirmLabel="Pause"
+        requireReason
+        onConfirm={async (reason) => {
+          await unwrap(
+            api.POST('/v1/campaigns/{id}/pause', {
+              ...path,
+              body: { reason },
+            }),
+          );
+          await refetch();
+        }}
+      />,
+    );
+  }
+  if (c.status === 'PAUSED') {
+    controls.push(
+      <CommandButton
+        key="resume"
+        label="Resume"
+        title={`Resume ${c.name}`}
+        description={`Back to ${c.pausedFrom?.toLowerCase() ?? 'where it was'}.`}
+        confirmLabel="Resume"
+        requireReason
+        onConfirm={async (reason) => {
+          await unwrap(
+            api.POST('/v1/campaigns/{id}/resume', {
+              ...path,
+              body: { reason },
+            }),
+          );
+          await refetch();
+        }}
+      />,
+    );
+  }
+  if (c.status === 'SCHEDULED' || (c.status === 'PAUSED' && c.pausedFrom === 'SCHEDULED')) {
+    controls.push(
+      <RescheduleButton
+        key="reschedule"
+        c={c}
+        run={async (startAt, reason) => {
+          await unwrap(
+            api.POST('/v1/campaigns/{id}/reschedule', {
+              ...path,
+              // An SMS campaign's new time is validated as at creation; its deadline follows the start.
+              body: c.channel === 'sms' ? { scheduledAt: startAt, reason } : { startAt, reason },
+            }),
+          );
+          await refetch();
+        }}
+      />,
+    );
+  }
+  if (RESENDABLE.has(c.status)) {
+    controls.push(<ResendButton key="resend" c={c} onDone={refetch} />);
+  }
+  if (CANCELLABLE.has(c.status)) {
+    controls.push(
+      <CommandButton
+        key="cancel"
+        label="Cancel"
+        danger
+        title={`Cancel ${c.name}`}
+        description="Nothing more is sent; unsent recipients of an SMS campaign are refunded. This cannot be undone."
+        confirmLabel="Cancel campaign"
+        requireReason
+        onConfirm={async (reason) => {
+          await unwrap(api.POST('/v1/campaigns/{id}/cancel', { ...path, body: { reason } }));
+          await refetch();
+        }}
+      />,
+    );
+  }
+
+  return (
+    <div className="page" data-testid="campaign-detail">
+      <PageHeader
+        title={
+          <>
+            {c.name} <StatusBadge status={c.status} />
+          </>
+        }
+        subtitle={
+          <>
+            <Link to="/campaigns">Campaigns</Link> ·{' '}
+            <span className={`channel channel-${c.channel}`}>{c.channel}</span> ·{' '}
+            <span className="mono">{c.campaignId}</span> · created {formatTime(c.createdAt)} ·{' '}
+            {c.status.toLowerCase()} since {formatRelative(c.statusChangedAt)}
+            {c.status === 'PAUSED' && c.pausedFrom ? ` (from ${c.pausedFrom.toLowerCase()})` : ''}
+          </>
+        }
+        actions={controls.length > 0 ? controls : null}
+      />
+      <Card title="Progress">{sms ? <SmsProgress sms={sms} /> : <LineFacts c={c} />}</Card>
+      <Card
+        title="Timeline"
+        actions={<span className="muted small-text">command → events → message → broker → consumer</span>}
+      >
+        <ErrorBanner error={timeline.error} />
+        {timeline.data ? <CampaignTimeline timeline={timeline.data} /> : <p className="muted">Loading…</p>}
+      </Card>
+    </div>
+  );
+}
+
+/** Resend of an SMS campaign's failed recipients: the server's preview (how many, the charge) first. */
+function ResendButton({ c, onDone }: { c: Campaign; onDone(): Promise<void> }) {
+  const { canCommand } = useSession();
+  const [open, setOpen] = useState(false);
+  const preview = useQuery({
+    queryKey: ['campaigns', c.campaignId, 'resend-preview', c.resendAttempt, c.statusChangedAt],
+    enabled: open,
+    retry: false,
+    staleTime: 0,
+    queryFn: () =>
+      unwrap(api.POST('/v1/campaigns/{id}/resend/preview', { params: { path: { id: c.campaignId } } })),
+  });
+  if (!canCommand || c.channel !== 'sms') return null;
+  const p = preview.data;
+  const blocked = !p || p.recipients === 0 || p.refundsPending > 0;
+  return (
+    <>
+      <button type="button" onClick={() => setOpen(true)}>
+        Resend failed
+      </button>
+      <ConfirmDialog
+        open={open}
+        title={`Resend the failed recipients of ${c.name}`}
+        description="Reopens the campaign (QUEUED) for its failed recipients; they are charged again, once, with the resend's own key."
+        confirmLabel={p ? `Resend ${formatCount(p.recipients)} for ${p.cost}` : 'Resend'}
+        requireReason
+        confirmDisabled={blocked}
+        onClose={() => setOpen(false)}
+        onConfirm={async (reason) => {
+          await unwrap(
+            api.POST('/v1/campaigns/{id}/resend', {
+              params: { path: { id: c.campaignId } },
+              body: { reason },
+            }),
+          );
+          await onDone();
+        }}
+      >
+        <ErrorBanner error={preview.error} />
+        {preview.isPending ? <p className="muted">Previewing…</p> : null}
+        {p ? (
+          <dl className="kv backfill-preview" data-testid="resend-preview">
+            <dt>Recipients</dt>
+            <dd>{formatCount(p.recipients)} failed</dd>
+            <dt>Charge</dt>
+            <dd className="mono">{p.cost}</dd>
+            <dt>Resend</dt>
+            <dd>
+              #{p.nextResendAttempt} <span className="mono small-text">{p.chargeKey}</span>
+            </dd>
+            {p.refundsPending > 0 ? (
+              <>
+                <dt>Blocked</dt>
+                <dd className="error-text">
+                  {formatCount(p.refundsPending)} refund(s) still pending: try again once they are recorded
+                </dd>
+              </>
+            ) : null}
+          </dl>
+        ) : null}
+      </ConfirmDialog>
+    </>
+  );
+}
