@@ -1,17 +1,22 @@
 /**
- * The SMS section of `npm run demo` (seed 003, part 1), on the demo's running relay, scanner and worker:
- * an organization's balance topped up in the billing ledger; an inline personalized campaign previewed,
+ * The SMS section of `npm run demo` (seed 003), on the demo's running relay, scanner and worker: an
+ * organization's balance topped up in the billing ledger; an inline personalized campaign previewed,
  * then created (its recipients frozen and charged once, one recipient in London deferred by the
  * campaign's send window); a small CSV campaign with a header, a duplicate and an invalid number built
- * by the worker; both dispatched by the scanner in submission chunks that the relay publishes to Kafka,
- * where the SMS gateway simulator answers with delivery reports. Prints the progress counters as they
- * change, each campaign as `herald campaigns show` does, and the ledger. Returns whether it all ended as
- * expected; without KAFKA_BROKERS it says so and skips.
+ * by the worker; a campaign with the simulator's fixed test numbers (rejected, retryable until its
+ * attempts run out, never confirmed). The scanner dispatches them in submission chunks that the relay
+ * publishes to Kafka; the simulator answers with delivery reports that the worker consumes and the
+ * scanner rolls up: the CSV campaign COMPLETED, the test-number one PARTIAL with its failures refunded
+ * (then resent after a preview, and PARTIAL again), the inline one cancelled mid-dispatch with its
+ * deferred recipient refunded. Prints the counters as they change, each campaign as `herald campaigns
+ * show` does with its money check, and the ledger's entries. Returns whether it all balanced; without
+ * KAFKA_BROKERS it says so and skips.
  */
 
 import { randomUUID } from 'node:crypto';
 import { loadUpload } from '../adapters/postgres/sms-queries.js';
 import { PostgresLedger } from '../aggregates/campaign/sms/billing.js';
+import { checkCampaignMoney } from '../aggregates/campaign/sms/money-check.js';
 import { SmsCampaignService } from '../aggregates/campaign/sms/service.js';
 import { SmsGatewaySimulator } from '../aggregates/campaign/sms/simulator.js';
 import type { HeraldConfig } from '../config.js';
@@ -27,6 +32,13 @@ export interface SmsDemoContext {
 }
 
 const ORG = 'org-demo';
+
+/** The simulator's fixed outcomes in the demo (E.164 digits). */
+const DEMO_TEST_NUMBERS = [
+  { msisdn: '8801712000099', status: 'REJECTED', errorCode: null, label: 'rejected' },
+  { msisdn: '8801812000098', status: 'FAILED', errorCode: '27', label: 'absent subscriber, retryable' },
+  { msisdn: '8801912000097', status: 'NOT_AVAILABLE', errorCode: null, label: 'never confirmed' },
+] as const;
 
 export async function runSmsDemo({ runtime, config, out }: SmsDemoContext): Promise<boolean> {
   out();
@@ -47,10 +59,20 @@ export async function runSmsDemo({ runtime, config, out }: SmsDemoContext): Prom
     logger: runtime.logger,
   });
   // A group of its own that sees only what this run submits (the topic may hold earlier runs' chunks).
+  // Every number is delivered except the fixed test numbers.
   const simulator = new SmsGatewaySimulator({
     brokers: config.kafkaBrokers,
     security: config.kafka.security,
-    settings: config.sms,
+    settings: {
+      ...config.sms,
+      simulator: {
+        ...config.sms.simulator,
+        outcomes: [{ outcome: 'DELIVERED', weight: 1 }],
+        fixed: new Map(
+          DEMO_TEST_NUMBERS.map((n) => [n.msisdn, { status: n.status, errorCode: n.errorCode }]),
+        ),
+      },
+    },
     logger: silentLogger,
     topicPartitions: config.kafka.topicPartitions,
     groupId: `herald-sms-simulator-demo-${randomUUID()}`,
@@ -61,9 +83,11 @@ export async function runSmsDemo({ runtime, config, out }: SmsDemoContext): Prom
     const credit = await ledger.credit({ organizationId: ORG, key: 'demo-top-up', amount: '500' });
     out(`balance of ${ORG}: ${credit.balanceAfter} BDT (credited once under key demo-top-up)`);
 
+    // A window around now in Dhaka local time, clamped to the day (a window does not cross midnight).
     const { rows } = await runtime.db.query<{ start: string; end: string }>(
-      `select to_char(now() at time zone $1 - interval '1 hour', 'HH24:MI') as start,
-              to_char(now() at time zone $1 + interval '2 hours', 'HH24:MI') as end`,
+      `select to_char(greatest(local - interval '1 hour', date_trunc('day', local)), 'HH24:MI') as start,
+              to_char(least(local + interval '2 hours', date_trunc('day', local) + interval '23 hours 59 minutes'), 'HH24:MI') as end
+         from (select now() at time zone $1 as local) n`,
       [config.sms.zone],
     );
     const crossesMidnight = rows[0]!.start >= rows[0]!.end;
@@ -152,58 +176,129 @@ export async function runSmsDemo({ runtime, config, out }: SmsDemoContext): Prom
     );
     out();
 
-    const ids = [inline.body.campaignId, bulk.body.campaign.campaignId];
-    const labels = ['inline', 'csv'];
-    const deferredExpected = request.sendWindow ? 1 : 0;
-    const done = (c: ExistingCampaign, i: number) =>
-      c.status === 'DISPATCHING' &&
-      c.sms!.progress.pending === 0 &&
-      c.sms!.progress.deferred === (i === 0 ? deferredExpected : 0);
-    const deadline = Date.now() + 45_000;
-    let last = '';
-    let states: ExistingCampaign[] = [];
-    for (;;) {
-      states = await Promise.all(ids.map((id) => sms.get(id)));
-      const line = states
+    // A third campaign with the simulator's fixed test numbers: one rejected (permanent: FAILED and
+    // refunded), one failing with a retryable code on every attempt (retried until its attempts run
+    // out, then refunded), one never confirmed (NOT_AVAILABLE: FAILED, unconfirmed, not refunded).
+    const flash = await sms.create(
+      {
+        name: 'Flash sale (test numbers)',
+        messageType: 'PROMOTIONAL' as const,
+        lang: 'bn' as const,
+        campaignId: 'BTRC-DEMO-003',
+        templateType: 'GENERIC' as const,
+        template: 'আজ রাত ১২টা পর্যন্ত ফ্ল্যাশ সেল!',
+        recipients: [
+          { msisdn: '01712000011' },
+          { msisdn: '01812000012' },
+          { msisdn: '01912000013' },
+          ...DEMO_TEST_NUMBERS.map((n) => ({ msisdn: `+${n.msisdn}` })),
+        ],
+      },
+      { organizationId: ORG, meta: { actor: 'demo' } },
+    );
+    out(
+      `created "Flash sale (test numbers)": ${flash.body.status}, 6 recipients (${DEMO_TEST_NUMBERS.map((n) => `${n.msisdn} ${n.label}`).join(', ')})`,
+    );
+    out();
+
+    const ids = [inline.body.campaignId, bulk.body.campaign.campaignId, flash.body.campaignId];
+    const labels = ['inline', 'csv', 'flash'];
+    const progressLine = (states: ExistingCampaign[]) =>
+      states
         .map((c, i) => {
           const p = c.sms!.progress;
-          return `${labels[i]}=${c.status} pending ${p.pending} deferred ${p.deferred} submitted ${p.submitted}`;
+          return (
+            `${labels[i]}=${c.status} sent ${p.submitted} retry ${p.retryPending} ok ${p.delivered} ` +
+            `failed ${p.failed}${p.refunded ? ` (refunded ${p.refunded})` : ''}${p.deferred ? ` deferred ${p.deferred}` : ''}${p.cancelled ? ` cancelled ${p.cancelled}` : ''}`
+          );
         })
-        .join('  |  ');
-      const reports = ids.reduce((n, id) => n + (simulator.stats.byCampaign.get(id) ?? 0), 0);
-      const full = `${line}  |  delivery reports ${reports}`;
-      if (full !== last) {
-        out(`[${new Date().toISOString().slice(11, 23)}] ${full}`);
-        last = full;
+        .join(' | ');
+    let last = '';
+    /** Polls the three campaigns, printing each change, until `until` holds (or 60 s pass). */
+    const watch = async (what: string, until: (states: ExistingCampaign[]) => boolean) => {
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        const states = await Promise.all(ids.map((id) => sms.get(id)));
+        const line = progressLine(states);
+        if (line !== last) {
+          out(`[${new Date().toISOString().slice(11, 23)}] ${line}`);
+          last = line;
+        }
+        if (until(states)) return states;
+        if (Date.now() > deadline) throw new Error(`sms demo: timed out waiting for ${what}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
       }
-      const submitted = states.reduce((n, c) => n + c.sms!.progress.submitted, 0);
-      if (states.every(done) && reports >= submitted) break;
-      if (Date.now() > deadline) {
-        out('sms demo: timed out waiting for the campaigns to be dispatched and reported');
-        return false;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+    };
+    const settled = (c: ExistingCampaign) =>
+      c.sms!.progress.refunded + c.sms!.progress.unconfirmed === c.sms!.progress.failed;
+    const deferredExpected = request.sendWindow ? 1 : 0;
+    // The inline campaign waits in DISPATCHING for its Londoner's window: cancel it mid-dispatch.
+    await watch(
+      'the campaigns to be sent and reported',
+      ([a, b, c]) =>
+        a!.status === (deferredExpected ? 'DISPATCHING' : 'COMPLETED') &&
+        a!.sms!.progress.delivered === 5 &&
+        b!.status === 'COMPLETED' &&
+        c!.status === 'PARTIAL' &&
+        settled(c!),
+    );
+    if (deferredExpected) {
+      await sms.cancel(
+        inline.body.campaignId,
+        'the Eid greeting went out to everyone who could get it today',
+        {
+          meta: { actor: 'demo' },
+        },
+      );
+      out(`cancelled "${request.name}" mid-dispatch (its London recipient still waits for its window)`);
+      await watch('the cancellation to settle', ([a]) => a!.status === 'CANCELLED');
     }
+    const plan = await sms.resendPreview(flash.body.campaignId);
+    out(
+      `resend preview of "Flash sale": ${plan.recipients} failed recipients, cost ${plan.cost} BDT, key ${plan.chargeKey}; nothing charged yet`,
+    );
+    const resent = await sms.resend(
+      flash.body.campaignId,
+      { reason: 'second try for the failed numbers' },
+      { organizationId: ORG, meta: { actor: 'demo' } },
+    );
+    out(
+      `resent: ${resent.body.status}, resend attempt ${resent.body.resendAttempt}, total charged ${resent.body.sms!.totalCost} BDT`,
+    );
+    const final = await watch(
+      'the resend to finish',
+      ([, , c]) => c!.status === 'PARTIAL' && c!.resendAttempt === 1 && settled(c!),
+    );
     out();
-    for (const [i, c] of states.entries()) {
+    for (const c of final) {
       const upload = c.sms?.source === 'csv' ? await loadUpload(runtime.db, c.campaignId) : null;
-      for (const line of describeCampaign(c, upload)) out(line);
-      if (i === 0) out();
+      for (const line of describeCampaign(c, upload, await checkCampaignMoney(runtime.db, c.campaignId)))
+        out(line);
+      out();
     }
-    out();
     out(
       `delivery reports from the simulator: ${Object.entries(simulator.stats.reports)
         .map(([k, v]) => `${k} ${v}`)
         .join(', ')}`,
     );
+    const { rows: entries } = await runtime.db.query<{ kind: string; key: string; amount: string }>(
+      `select kind, key, amount::text from billing_entry where organization_id = $1 order by id`,
+      [ORG],
+    );
+    out(`ledger entries of ${ORG} (each key applied once):`);
+    for (const e of entries) out(`  ${e.kind.padEnd(9)} ${e.amount.padStart(9)}  ${e.key}`);
     const totals = await ledger.totals(ORG);
     out(
       `ledger of ${ORG}: balance ${totals!.balance} = credits ${totals!.credits} − deductions ${totals!.deductions} + refunds ${totals!.refunds}`,
     );
+    const checks = await Promise.all(ids.map((id) => checkCampaignMoney(runtime.db, id)));
+    const balanced = checks.every((m) => m.balanced);
     out(
-      'sms demo: both campaigns charged once and dispatched; the deferred recipient waits for its window (part 2 rolls reports up)',
+      balanced
+        ? 'sms demo: COMPLETED, PARTIAL (resent once after its preview) and CANCELLED mid-dispatch; every charge delivered, refunded or unconfirmed, each key once'
+        : `sms demo: money check failed: ${checks.flatMap((m) => m.problems).join('; ')}`,
     );
-    return true;
+    return balanced;
   } finally {
     await simulator.stop();
   }

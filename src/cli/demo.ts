@@ -39,6 +39,10 @@ async function main(): Promise<number> {
     // day so the demo dispatches whatever the time in Dhaka (default 09:00-21:00).
     HERALD_KAFKA_CREATE_TOPICS: process.env.HERALD_KAFKA_CREATE_TOPICS ?? 'true',
     HERALD_SMS_PROMOTIONAL_WINDOW: process.env.HERALD_SMS_PROMOTIONAL_WINDOW ?? '00:00:00-23:59:59',
+    // Retries after about a second instead of five minutes, so the demo shows a number exhausting its
+    // attempts while it runs.
+    HERALD_SMS_RETRY_MINUTES: process.env.HERALD_SMS_RETRY_MINUTES ?? '0',
+    HERALD_SMS_RETRY_JITTER_SECONDS: process.env.HERALD_SMS_RETRY_JITTER_SECONDS ?? '1',
   });
   out(`Herald demo: database ${DEMO_DATABASE}, broker ${new URL(config.amqpUrl ?? 'amqp://unset').host}`);
   const migrated = await migrate({ url: config.databaseUrl, schema: config.schema });

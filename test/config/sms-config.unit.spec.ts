@@ -51,7 +51,8 @@ describe('sms settings', () => {
   it('fixed simulator outcomes: msisdn=OUTCOME[:code], FAILED without a code gets code 1', () => {
     const fixed = loadConfig({
       ...base,
-      HERALD_SMS_SIMULATOR_FIXED_OUTCOMES: '8801700000001=REJECTED,8801700000002=FAILED:27,8801700000003=FAILED',
+      HERALD_SMS_SIMULATOR_FIXED_OUTCOMES:
+        '8801700000001=REJECTED,8801700000002=FAILED:27,8801700000003=FAILED',
     }).sms.simulator.fixed;
     expect([...fixed]).toEqual([
       ['8801700000001', { status: 'REJECTED', errorCode: null }],

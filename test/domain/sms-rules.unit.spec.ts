@@ -303,7 +303,10 @@ describe("the simulator's outcome mix", () => {
     expect(simulatedOutcome('s', '1', simulator)).toEqual(simulatedOutcome('s', '1', simulator));
     // A fixed test number gets its outcome whatever the submission (a sandbox's test numbers).
     for (const sub of ['a', 'b', 'c']) {
-      expect(simulatedOutcome(sub, '1', simulator, '+8801700000009')).toMatchObject({ status: 'REJECTED', errorCode: null });
+      expect(simulatedOutcome(sub, '1', simulator, '+8801700000009')).toMatchObject({
+        status: 'REJECTED',
+        errorCode: null,
+      });
     }
   });
 });

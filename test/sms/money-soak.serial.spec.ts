@@ -29,7 +29,10 @@ beforeAll(async () => {
   const suffix = uniqueName('soak');
   const submitTopic = `sms.submit.${suffix}`;
   const dlrTopic = `sms.dlr.${suffix}`;
-  const kafka = createKafka({ clientId: 'herald-soak-admin', brokers: requireEnv('KAFKA_BROKERS').split(',') });
+  const kafka = createKafka({
+    clientId: 'herald-soak-admin',
+    brokers: requireEnv('KAFKA_BROKERS').split(','),
+  });
   const admin = kafka.admin();
   await admin.connect();
   await admin.createTopics({
@@ -80,8 +83,16 @@ describe('money soak', () => {
     `${RECIPIENTS} recipients, transient and permanent failures, processes SIGKILLed at random: every recipient final, nothing charged or refunded twice, the money balances`,
     async () => {
       const { service, ledger } = smsService(t, { settings: t.config(env).sms });
-      await ledger.credit({ organizationId: ORG, key: 'soak-credit', amount: '1000000.0000', reason: 'soak' });
-      const numbers = [...msisdns(Math.ceil(RECIPIENTS / 2), '017'), ...msisdns(Math.floor(RECIPIENTS / 2), '018')];
+      await ledger.credit({
+        organizationId: ORG,
+        key: 'soak-credit',
+        amount: '1000000.0000',
+        reason: 'soak',
+      });
+      const numbers = [
+        ...msisdns(Math.ceil(RECIPIENTS / 2), '017'),
+        ...msisdns(Math.floor(RECIPIENTS / 2), '018'),
+      ];
       async function* file() {
         yield 'msisdn\n';
         for (let i = 0; i < numbers.length; i += 1000) yield `${numbers.slice(i, i + 1000).join('\n')}\n`;
@@ -141,7 +152,10 @@ describe('money soak', () => {
               [campaignId, FINAL],
             );
             const row = rows[0];
-            return row && ['COMPLETED', 'PARTIAL', 'FAILED'].includes(row.status) && row.open === 0 && row.refunds_due === 0
+            return row &&
+              ['COMPLETED', 'PARTIAL', 'FAILED'].includes(row.status) &&
+              row.open === 0 &&
+              row.refunds_due === 0
               ? row
               : undefined;
           },
@@ -203,13 +217,21 @@ describe('money soak', () => {
       expect(m.orphan_refunds).toBe(0);
       expect(m.unconfirmed_refunded).toBe(0);
       expect(Number(m.refunded)).toBeCloseTo(Number(m.refunded_rows_cost), 4);
-      expect(Number(m.charged)).toBeCloseTo(Number(m.delivered) + Number(m.refunded) + Number(m.unconfirmed), 4);
+      expect(Number(m.charged)).toBeCloseTo(
+        Number(m.delivered) + Number(m.refunded) + Number(m.unconfirmed),
+        4,
+      );
 
       // The campaign's event-sourced counters and money agree with the rows, and verify agrees with replay.
       const campaign = await service.get(campaignId);
       const sms = campaign.sms!;
       const count = (status: string) => byStatus.find((r) => r.status === status)?.n ?? 0;
-      expect(sms.progress).toMatchObject({ delivered: count('DELIVERED'), failed: count('FAILED'), pending: 0, submitted: 0 });
+      expect(sms.progress).toMatchObject({
+        delivered: count('DELIVERED'),
+        failed: count('FAILED'),
+        pending: 0,
+        submitted: 0,
+      });
       expect(Number(sms.totalCost)).toBeCloseTo(Number(m.charged), 4);
       expect(Number(sms.actualCost)).toBeCloseTo(Number(m.delivered), 4);
       expect(Number(sms.refundedCost)).toBeCloseTo(Number(m.refunded), 4);

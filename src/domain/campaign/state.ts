@@ -11,7 +11,13 @@ import { assertNever } from '../decider.js';
 import { addMoney, toUnits, ZERO_MONEY } from '../sms/money.js';
 import type { CampaignEvent } from './events.js';
 import { EMPTY_PROGRESS, newSmsFacts, type SmsCampaignFacts, withdrawable } from './sms.js';
-import type { CampaignChannel, CampaignStatus, CastType, PausableCampaignStatus } from './status.js';
+import {
+  CAMPAIGN_STATUSES,
+  type CampaignChannel,
+  type CampaignStatus,
+  type CastType,
+  type PausableCampaignStatus,
+} from './status.js';
 
 /** Fields every existing campaign has, whatever its status. */
 export interface CampaignFields {
@@ -537,20 +543,7 @@ export const RETRY_RELEASE_STATUSES = [
   'PAUSED',
 ] as const satisfies readonly CampaignStatus[];
 
-const ANY_EXISTING_STATUS = [
-  'DRAFT',
-  'BUILDING',
-  'QUEUED',
-  'SCHEDULED',
-  'DISPATCHING',
-  'PAUSED',
-  'COMPLETED',
-  'PARTIAL',
-  'FAILED',
-  'EXPIRED',
-  'CANCELLING',
-  'CANCELLED',
-] as const satisfies readonly CampaignStatus[];
+const ANY_EXISTING_STATUS = CAMPAIGN_STATUSES;
 
 /**
  * Whether a report may still make recipients RETRY_PENDING: not once the unsent recipients were

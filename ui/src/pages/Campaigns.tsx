@@ -6,6 +6,8 @@
 import { useInfiniteQuery } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { Link, useNavigate, useSearchParams } from 'react-router-dom';
+// The one list of statuses: pure data shared with the server's decider.
+import { CAMPAIGN_STATUSES } from '../../../src/domain/campaign/status.js';
 import { api, type Schemas, unwrap, useLive } from '../api/client';
 import type { paths } from '../api/schema';
 import { type Column, DataTable, ErrorBanner, PageHeader, StatusBadge } from '../components';
@@ -14,21 +16,6 @@ import './pages-b.css';
 
 type Campaign = Schemas['Campaign'];
 type ListQuery = NonNullable<paths['/v1/campaigns']['get']['parameters']['query']>;
-
-export const CAMPAIGN_STATUSES = [
-  'DRAFT',
-  'BUILDING',
-  'QUEUED',
-  'SCHEDULED',
-  'DISPATCHING',
-  'PAUSED',
-  'COMPLETED',
-  'PARTIAL',
-  'FAILED',
-  'EXPIRED',
-  'CANCELLING',
-  'CANCELLED',
-] as const;
 
 /** A date input (YYYY-MM-DD, browser time) as the instant it starts, or ends (exclusive: next midnight). */
 function dayBound(value: string, end: boolean): string | undefined {

@@ -183,7 +183,12 @@ export class SmsGatewaySimulator {
     const pending = submission.recipients
       .map((r) => ({
         r,
-        ...simulatedOutcome(submission.submissionId, r.recipientId, this.options.settings.simulator, r.msisdn),
+        ...simulatedOutcome(
+          submission.submissionId,
+          r.recipientId,
+          this.options.settings.simulator,
+          r.msisdn,
+        ),
       }))
       .sort((a, b) => a.latencyMs - b.latencyMs);
     let index = 0;
