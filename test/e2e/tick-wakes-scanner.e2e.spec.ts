@@ -48,7 +48,13 @@ afterEach(async () => {
 
 describe('tick → process_campaign → scanner', () => {
   it('a tick through the broker wakes a sleeping scanner, which claims a campaign no NOTIFY announced', async () => {
-    const config = t.config({ HERALD_SCANNER_POLL_MS: '60000', HERALD_RELAY_IDLE_POLL_MS: '200' });
+    // The scanner's leased SMS pollers wake it to renew their leases every third of the TTL: a long TTL
+    // keeps those renewals out of the minute this test needs the scanner to sleep.
+    const config = t.config({
+      HERALD_SCANNER_POLL_MS: '60000',
+      HERALD_RELAY_IDLE_POLL_MS: '200',
+      HERALD_SMS_LEASE_TTL_SECONDS: '600',
+    });
     // Commands without wake-ups: nothing but the tick can end the scanner's minute-long sleep.
     const quiet = new CommandHandler({ db: t.db }).for(campaignAggregate);
     const service = campaignService(t.db);
