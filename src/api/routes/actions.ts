@@ -11,14 +11,13 @@ import { z } from 'zod';
 import { listOrganizationActions } from '../../adapters/postgres/scheduled-action-queries.js';
 import { signalParams } from '../../aggregates/scheduled-action/service.js';
 import { ACTION_STATUSES, scheduledActionCommandSchema } from '../../domain/scheduled-action.js';
-import { replayStream } from '../../projections/replay.js';
 import { ownAction, principalOf, sendCommand } from '../http.js';
 import { commandSchema, cursor, cursorInstant, cursorUuid, limit, pageOf, uuidParams } from '../schemas.js';
-import { actionView, page, plainJson, replayView, signalOutcomeView, view } from '../views.js';
+import { actionView, page, signalOutcomeView, view } from '../views.js';
 import {
-  type CommandRun,
   commandProblems,
   commandRoutes,
+  historyRoute,
   IDEMPOTENCY_HEADER_DOC,
   idempotencyHeaders,
   type RouteDeps,
@@ -149,34 +148,24 @@ export const actionRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { comm
     async (request) => view(actionView, await ownAction(readers, principalOf(request), request.params.id)),
   );
 
-  app.get(
-    '/actions/:id/history',
+  historyRoute(
+    app,
+    { commands, registry },
     {
-      schema: {
-        tags: ['scheduled actions'],
-        summary: "An action's events with each command's causal chain, and its state",
-        params: uuidParams,
-        response: { 200: replayView, ...readProblems },
-      },
-    },
-    async (request) => {
-      const action = await ownAction(readers, principalOf(request), request.params.id);
-      const replay = await replayStream(readers.db, registry, {
-        streamType: 'scheduled_action',
-        streamId: action.actionId,
-      });
-      return view(replayView, plainJson(replay));
+      path: '/actions',
+      tag: 'scheduled actions',
+      summary: "An action's events with each command's causal chain, and its state",
+      streamType: 'scheduled_action',
+      own: async (principal, id) => (await ownAction(readers, principal, id)).actionId,
     },
   );
 
-  const post = commandRoutes(app, commands, {
+  const { post: command } = commandRoutes(app, commands, {
     path: '/actions',
     tag: 'scheduled actions',
     view: actionView,
     own: ownAction,
   });
-  const command = <Body>(path: string, summary: string, body: z.ZodType | undefined, run: CommandRun<Body>) =>
-    post<Body>('POST', `/${path}`, summary, body, run);
 
   command(
     'cancel',

@@ -14,7 +14,6 @@ import { campaignCommandSchema } from '../../domain/campaign/commands.js';
 import { CAMPAIGN_CHANNELS, CAMPAIGN_STATUSES } from '../../domain/campaign/status.js';
 import { ValidationError } from '../../errors.js';
 import type { EventMeta } from '../../eventstore/types.js';
-import { replayStream } from '../../projections/replay.js';
 import type { Principal } from '../auth.js';
 import type { Services } from '../commands.js';
 import { ownCampaign, principalOf, sendCommand } from '../http.js';
@@ -29,12 +28,12 @@ import {
   pageOf,
   uuidParams,
 } from '../schemas.js';
-import { campaignView, page, plainJson, replayView, view } from '../views.js';
+import { campaignView, page, view } from '../views.js';
 import {
-  type CommandRun,
   commandOn,
   commandProblems,
   commandRoutes,
+  historyRoute,
   IDEMPOTENCY_HEADER_DOC,
   idempotencyHeaders,
   type RouteDeps,
@@ -241,35 +240,25 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { co
       view(campaignView, await ownCampaign(readers, principalOf(request), request.params.id)),
   );
 
-  app.get(
-    '/campaigns/:id/history',
+  historyRoute(
+    app,
+    { commands, registry },
     {
-      schema: {
-        tags: ['campaigns'],
-        summary:
-          "A campaign's events, each command's causal chain (messages, receipts, consumers) and its state",
-        params: uuidParams,
-        response: { 200: replayView, ...readProblems },
-      },
-    },
-    async (request) => {
-      const campaign = await ownCampaign(readers, principalOf(request), request.params.id);
-      const replay = await replayStream(readers.db, registry, {
-        streamType: 'campaign',
-        streamId: campaign.campaignId,
-      });
-      return view(replayView, plainJson(replay));
+      path: '/campaigns',
+      tag: 'campaigns',
+      summary:
+        "A campaign's events, each command's causal chain (messages, receipts, consumers) and its state",
+      streamType: 'campaign',
+      own: async (principal, id) => (await ownCampaign(readers, principal, id)).campaignId,
     },
   );
 
-  const post = commandRoutes(app, commands, {
+  const { post: command } = commandRoutes(app, commands, {
     path: '/campaigns',
     tag: 'campaigns',
     view: campaignView,
     own: ownCampaign,
   });
-  const command = <Body>(path: string, summary: string, body: z.ZodType | undefined, run: CommandRun<Body>) =>
-    post<Body>('POST', `/${path}`, summary, body, run);
 
   command(
     'activate',

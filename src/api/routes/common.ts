@@ -8,11 +8,13 @@ import type { HeraldConfig } from '../../config.js';
 import type { AggregateRegistry } from '../../eventstore/registry.js';
 import type { EventMeta } from '../../eventstore/types.js';
 import type { Logger } from '../../logger.js';
+import { replayStream } from '../../projections/replay.js';
 import type { Principal } from '../auth.js';
 import type { RequestCommands, Services } from '../commands.js';
 import { principalOf, sendCommand } from '../http.js';
 import { PROBLEM_CONTENT_TYPE, problemSchema } from '../problem.js';
 import { uuidParams } from '../schemas.js';
+import { plainJson, replayView, view } from '../views.js';
 
 export interface RouteDeps {
   commands: RequestCommands;
@@ -110,7 +112,7 @@ export type CommandRun<Body> = (
  */
 export function commandRoutes(app: FastifyInstance, commands: RequestCommands, resource: CommandResource) {
   const out = resource.out ?? ((result: unknown) => result);
-  return <Body>(
+  const route = <Body>(
     method: 'POST' | 'PATCH' | 'DELETE',
     path: string,
     summary: string,
@@ -133,4 +135,45 @@ export function commandRoutes(app: FastifyInstance, commands: RequestCommands, r
         out(await run(s, id, b, meta, principal)),
       ),
     });
+  /** `POST <resource>/:id/<name>`, the common case. */
+  const post = <Body>(name: string, summary: string, body: z.ZodType | undefined, run: CommandRun<Body>) =>
+    route<Body>('POST', `/${name}`, summary, body, run);
+  return { route, post };
+}
+
+/**
+ * `GET <path>/:id/history`: one stream's events with each command's causal chain (messages, receipts,
+ * consumers) and its state, after the ownership check (`own` answers the stream id, or a 404).
+ */
+export function historyRoute(
+  app: FastifyInstance,
+  deps: Pick<RouteDeps, 'commands' | 'registry'>,
+  resource: {
+    path: string;
+    tag: string;
+    summary: string;
+    streamType: string;
+    own: (principal: Principal, id: string) => Promise<string>;
+  },
+): void {
+  app.get(
+    `${resource.path}/:id/history`,
+    {
+      schema: {
+        tags: [resource.tag],
+        summary: resource.summary,
+        params: uuidParams,
+        response: { 200: replayView, ...readProblems },
+      },
+    },
+    async (request) => {
+      const { id } = request.params as { id: string };
+      const streamId = await resource.own(principalOf(request), id);
+      const replay = await replayStream(deps.commands.readers.db, deps.registry, {
+        streamType: resource.streamType,
+        streamId,
+      });
+      return view(replayView, plainJson(replay));
+    },
+  );
 }

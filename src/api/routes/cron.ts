@@ -217,7 +217,7 @@ export const cronRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { comman
     async (request) => jobOut(await ownJob(readers, principalOf(request), request.params.id)),
   );
 
-  const jobCommand = commandRoutes(app, commands, {
+  const { route: jobCommand } = commandRoutes(app, commands, {
     path: '/cron-jobs',
     tag: 'cron jobs',
     view: cronJobView,
