@@ -161,66 +161,55 @@ export const operationRoutes: FastifyPluginAsyncZod<RouteDeps> = async (
       view(outboxRowView, await ownOutboxRow(db, principalOf(request).organizationId, request.params.id)),
   );
 
-  app.post(
-    '/outbox/:id/requeue',
-    {
-      schema: {
-        tags: ['outbox'],
-        summary: 'Re-queue a dead row (due now, attempts reset; its ordered key stays behind it)',
-        description: IDEMPOTENCY_HEADER_DOC,
-        headers: idempotencyHeaders,
-        params: outboxParams,
-        response: { 200: outboxRowView, ...commandProblems },
+  /** A command on one dead row of the caller's organization: 200 with the row, 409 when it is not dead. */
+  const outboxCommand = <Body>(
+    action: 'requeue' | 'skip',
+    summary: string,
+    body: z.ZodType<Body> | undefined,
+    act: (
+      db: Database,
+      row: { id: number; actor: string; organizationId: string },
+      body: Body,
+    ) => Promise<unknown>,
+  ) =>
+    app.post(
+      `/outbox/:id/${action}`,
+      {
+        schema: {
+          tags: ['outbox'],
+          summary,
+          description: IDEMPOTENCY_HEADER_DOC,
+          headers: idempotencyHeaders,
+          params: outboxParams,
+          ...(body ? { body } : {}),
+          response: { 200: outboxRowView, ...commandProblems },
+        },
       },
-    },
-    async (request, reply) => {
-      const principal = principalOf(request);
-      const { id } = request.params;
-      return sendCommand(commands, request, reply, async (s) => {
-        const row = await ownOutboxRow(s.db, principal.organizationId, id);
-        const done = await requeueRow(s.db, {
-          id,
-          actor: principal.actor,
-          organizationId: principal.organizationId,
-          logger,
+      async (request, reply) => {
+        const principal = principalOf(request);
+        const { id } = request.params as { id: number };
+        return sendCommand(commands, request, reply, async (s) => {
+          const row = await ownOutboxRow(s.db, principal.organizationId, id);
+          const target = { id, actor: principal.actor, organizationId: principal.organizationId };
+          if (!(await act(s.db, target, request.body as Body)))
+            throw new IllegalStateError(`outbox row ${id} is ${row.status}, not dead`, {
+              status: row.status,
+            });
+          return { status: 200, body: await ownOutboxRow(s.db, principal.organizationId, id) };
         });
-        if (!done)
-          throw new IllegalStateError(`outbox row ${id} is ${row.status}, not dead`, { status: row.status });
-        return { status: 200, body: await ownOutboxRow(s.db, principal.organizationId, id) };
-      });
-    },
+      },
+    );
+  outboxCommand(
+    'requeue',
+    'Re-queue a dead row (due now, attempts reset; its ordered key stays behind it)',
+    undefined,
+    (db, target) => requeueRow(db, { ...target, logger }),
   );
-
-  app.post(
-    '/outbox/:id/skip',
-    {
-      schema: {
-        tags: ['outbox'],
-        summary: 'Give up on a dead row (never published; the next row of its key becomes the head)',
-        description: IDEMPOTENCY_HEADER_DOC,
-        headers: idempotencyHeaders,
-        params: outboxParams,
-        body: skipBody,
-        response: { 200: outboxRowView, ...commandProblems },
-      },
-    },
-    async (request, reply) => {
-      const principal = principalOf(request);
-      const { id } = request.params;
-      return sendCommand(commands, request, reply, async (s) => {
-        const row = await ownOutboxRow(s.db, principal.organizationId, id);
-        const skipped = await skipRow(s.db, {
-          id,
-          actor: principal.actor,
-          reason: request.body.reason,
-          organizationId: principal.organizationId,
-          logger,
-        });
-        if (!skipped)
-          throw new IllegalStateError(`outbox row ${id} is ${row.status}, not dead`, { status: row.status });
-        return { status: 200, body: await ownOutboxRow(s.db, principal.organizationId, id) };
-      });
-    },
+  outboxCommand(
+    'skip',
+    'Give up on a dead row (never published; the next row of its key becomes the head)',
+    skipBody,
+    (db, target, body) => skipRow(db, { ...target, reason: body.reason, logger }),
   );
 
   app.get(
