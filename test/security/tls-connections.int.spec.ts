@@ -293,6 +293,21 @@ describe('Redis over TLS with an ACL user', () => {
     expect(byAddress.lock.ready || otherCa.lock.ready).toBe(false);
   });
 
+  it("a socket's second error (our refusal, then the server's alert) finds a listener: no uncaught exception", async () => {
+    // ioredis listens with once(), so a second 'error' on a socket went uncaught and ended the
+    // process (redis/ioredis#962); seen here as the server's "alert decode error" after we refused
+    // its certificate mid-handshake. RedisLock's connector keeps a listener for the socket's life.
+    const refused = lock({ ...tls(), HERALD_REDIS_CA_PATH: m.otherCa, HERALD_REDIS_PASSWORD: m.password });
+    const client = (refused.lock as unknown as { client: { stream?: import('node:tls').TLSSocket } }).client;
+    const socket = await waitFor(() => client.stream, { what: 'the first socket' });
+    await refused.failure(UNTRUSTED);
+    await waitFor(() => socket.destroyed, { what: 'the refused socket destroyed' });
+    expect(() => socket.emit('error', new Error('tlsv1 alert decode error'))).not.toThrow();
+    await waitFor(() => refused.lines.find((l) => l.includes('redis socket error')), {
+      what: 'the second error logged',
+    });
+  });
+
   it('presents a client certificate: one the CA issued is accepted, one from another CA refused', async () => {
     const ours = lock({
       ...tls(),

@@ -11,7 +11,9 @@
  * ACL credentials and TLS come from config.redis (ADR 0015): a rediss:// URL is verified against the
  * CA file (the system's CAs without one) and the URL's host name, with an optional client certificate.
  */
-import { Redis, type RedisOptions } from 'ioredis';
+import { createConnection, type Socket } from 'node:net';
+import { connect as connectTls, type TLSSocket } from 'node:tls';
+import { AbstractConnector, Redis, type RedisOptions } from 'ioredis';
 import type { TlsFiles } from '../../connections.js';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
@@ -37,6 +39,50 @@ export interface RedisLockOptions {
 /** Background reconnect delay: fast first retries, capped so an outage costs at most ~2 s once Redis is back. */
 const reconnectDelayMs = (attempt: number) =>
   retryDelayMs(attempt + 1, { baseMs: 50, maxMs: 2_000, jitter: 'equal' });
+
+/**
+ * ioredis's own connector, and the client after it, listen for a socket's 'error' with once(); a TLS
+ * socket can emit two (our refusal of the server's certificate, then the server's alert on the
+ * half-done handshake), and the second, with no listener left, is an uncaught exception that ends
+ * the process (redis/ioredis#962, never merged). This is ioredis's StandaloneConnector with one more
+ * listener that stays for the socket's life. Host, port and tls come from ioredis's parsed options.
+ */
+function guardedConnector(onSocketError: (error: Error) => void) {
+  return class GuardedConnector extends AbstractConnector {
+    private readonly target: RedisOptions;
+
+    constructor(options: unknown) {
+      const target = options as RedisOptions;
+      super(target.disconnectTimeout ?? 2_000);
+      this.target = target;
+    }
+
+    connect(): Promise<Socket | TLSSocket> {
+      this.connecting = true;
+      const { host, port, family, tls } = this.target;
+      return new Promise((resolve, reject) => {
+        // ioredis expects the socket on the next tick, after its own status change.
+        process.nextTick(() => {
+          if (!this.connecting) return reject(new Error('Connection is closed.'));
+          try {
+            const address = { host: host ?? 'localhost', port: port ?? 6379, ...(family ? { family } : {}) };
+            const stream = tls ? connectTls({ ...address, ...tls }) : createConnection(address);
+            let errors = 0;
+            stream.on('error', (error) => {
+              if (errors++ === 0)
+                this.firstError = error; // as ioredis's connector records it
+              else onSocketError(error);
+            });
+            this.stream = stream;
+            resolve(stream);
+          } catch (error) {
+            reject(error);
+          }
+        });
+      });
+    }
+  };
+}
 
 /** Statuses in which a connection attempt is under way and a command may briefly wait for it. */
 const CONNECTING = new Set(['wait', 'connecting', 'connect']);
@@ -75,6 +121,8 @@ export class RedisLock {
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
       retryStrategy: (attempt) => (this.closed ? null : reconnectDelayMs(attempt)),
+      // The client's 'error' event below reports a socket's first error; a later one is only logged.
+      Connector: guardedConnector((error) => this.logger.debug({ err: error }, 'redis socket error')),
     });
     this.client.on('error', (error: Error) => this.noteFailure(error));
     this.client.on('ready', () => {
