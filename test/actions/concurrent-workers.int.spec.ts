@@ -18,7 +18,14 @@ const ACTIONS = 3_000;
 describe('three workers', () => {
   it('execute each of 3,000 due actions exactly once', async () => {
     const h = actionsHarness(t, {
-      env: { HERALD_ACTIONS_BATCH_SIZE: '100', HERALD_ACTIONS_CONCURRENCY: '4' },
+      // A stale window far beyond the test, so every claim below is a first claim: with the fast
+      // harness's 2 s a loaded machine lets a heartbeat slip and a claim is (rightly) taken over.
+      env: {
+        HERALD_ACTIONS_BATCH_SIZE: '100',
+        HERALD_ACTIONS_CONCURRENCY: '4',
+        HERALD_ACTIONS_STALE_SECONDS: '600',
+        HERALD_ACTIONS_HEARTBEAT_SECONDS: '60',
+      },
     });
     const ids: string[] = [];
     for (let i = 0; i < ACTIONS; i += 100) {
