@@ -18,7 +18,12 @@ import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { type Span, SpanStatusCode } from '@opentelemetry/api';
-import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
 import {
   jsonSchemaTransform,
   jsonSchemaTransformObject,
@@ -234,7 +239,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     spans.set(request, span);
     withContext(contextWithSpan(span), done);
   });
-  app.addHook('onResponse', async (request, reply) => {
+  /** Counts the request and ends its span: from onResponse, or when a hijacked response (a live stream) closes. */
+  const requestDone = (request: FastifyRequest, reply: FastifyReply) => {
     meters.observe(request.method, request.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
     const span = spans.get(request);
     if (span) {
@@ -242,8 +248,10 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       span.setAttribute('http.response.status_code', reply.statusCode);
       if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
+      spans.delete(request);
     }
-  });
+  };
+  app.addHook('onResponse', async (request, reply) => requestDone(request, reply));
 
   app.setErrorHandler(async (error, request, reply) => {
     const mapped = problemFor(error, { requestId: request.id, instance: request.url.split('?')[0]! });
@@ -299,7 +307,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       await v1.register(operationRoutes, routeDeps);
       await v1.register(smsCampaignRoutes, routeDeps);
       await v1.register(sessionRoutes, { sessions });
-      await v1.register(dashboardRoutes, { ...routeDeps, stream });
+      await v1.register(dashboardRoutes, { ...routeDeps, stream, requestDone });
     },
     { prefix: '/v1' },
   );

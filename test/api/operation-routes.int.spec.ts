@@ -11,6 +11,7 @@ import {
   dbTime,
   expectIllegal,
   expectProblem,
+  httpRequestCount,
   lineCampaignBody,
   startTestApi,
 } from './support/api.js';
@@ -251,15 +252,7 @@ describe('health and metrics on the API port', () => {
     const ready = await api.request('GET', '/readyz');
     expect(ready.status).toBe(200);
     expect(ready.body.checks.find((c: { name: string }) => c.name === 'database').ok).toBe(true);
-    const count = async () => {
-      const text = (await api.request('GET', '/metrics')).text;
-      const line = text
-        .split('\n')
-        .find((l) =>
-          l.startsWith('herald_http_requests_total{method="GET",route="/v1/campaigns/:id",status="404"}'),
-        );
-      return line ? Number(line.split(' ').at(-1)) : 0;
-    };
+    const count = () => httpRequestCount(api, 'GET', '/v1/campaigns/:id', 404);
     const before = await count();
     await api.request('GET', `/v1/campaigns/${crypto.randomUUID()}`, { key });
     await api.request('GET', `/v1/campaigns/${crypto.randomUUID()}`, { key });

@@ -8,7 +8,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channels } from '../../src/ports/wakeups.js';
 import { waitFor } from '../support/wait.js';
-import { type ApiFixture, expectProblem, lineCampaignBody, startTestApi } from './support/api.js';
+import {
+  type ApiFixture,
+  expectProblem,
+  httpRequestCount,
+  lineCampaignBody,
+  startTestApi,
+} from './support/api.js';
 
 let api: ApiFixture;
 let key: string;
@@ -167,6 +173,16 @@ describe('GET /v1/stream', () => {
         )) <= 1,
       { what: 'the streams’ sockets closed' },
     );
+  });
+
+  it("a stream is counted in /metrics when it closes (a hijacked reply skips Fastify's onResponse)", async () => {
+    const count = () => httpRequestCount(api, 'GET', '/v1/stream', 200);
+    const before = await count();
+    const client = await connect();
+    await waitFor(() => client.comments.length > 0, { what: 'connected' });
+    expect(await count()).toBe(before);
+    await client.close();
+    await waitFor(async () => (await count()) === before + 1, { what: 'the closed stream counted' });
   });
 
   it('closing the server ends open streams at once', async () => {

@@ -7,6 +7,7 @@
  * bulk outbox requeue / skip (each row guarded in SQL, answered per id). Tenancy as everywhere: the
  * key's organization scopes every query.
  */
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import {
@@ -236,10 +237,13 @@ const streamQuery = z.strictObject({
     .describe(`comma-separated subset of ${STREAM_TOPICS.join(', ')} (default: all)`),
 });
 
-export const dashboardRoutes: FastifyPluginAsyncZod<RouteDeps & { stream: StreamHub }> = async (
-  app,
-  { commands, registry, logger, stream },
-) => {
+export const dashboardRoutes: FastifyPluginAsyncZod<
+  RouteDeps & {
+    stream: StreamHub;
+    /** Counts the request and ends its span; Fastify's onResponse never runs for a hijacked reply. */
+    requestDone: (request: FastifyRequest, reply: FastifyReply) => void;
+  }
+> = async (app, { commands, registry, logger, stream, requestDone }) => {
   const db = commands.readers.db;
   const lease = leaseRequirements([registry]);
 
@@ -275,6 +279,7 @@ export const dashboardRoutes: FastifyPluginAsyncZod<RouteDeps & { stream: Stream
       if (stream.full)
         throw new HeraldError('TRANSIENT_FAILURE', 'too many live streams on this API process');
       reply.hijack();
+      reply.raw.once('close', () => requestDone(request, reply));
       stream.attach(reply.raw, new Set(wanted as StreamTopic[]));
       return reply;
     },

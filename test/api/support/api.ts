@@ -112,6 +112,18 @@ export const lineCampaignBody = (overrides: Record<string, unknown> = {}) => ({
 });
 
 /** A problem document (RFC 9457) with this status, naming `field` among its field errors when given. */
+/** herald_http_requests_total for one method, route pattern and status, read from the API's /metrics. */
+export async function httpRequestCount(
+  api: ApiFixture,
+  method: string,
+  route: string,
+  status: number,
+): Promise<number> {
+  const series = `herald_http_requests_total{method="${method}",route="${route}",status="${status}"}`;
+  const line = (await api.request('GET', '/metrics')).text.split('\n').find((l) => l.startsWith(series));
+  return line ? Number(line.split(' ').at(-1)) : 0;
+}
+
 export function expectProblem(reply: ApiReply, status: number, field?: string): void {
   if (reply.status !== status) throw new Error(`expected ${status}, got ${reply.status}: ${reply.text}`);
   const type = reply.headers.get('content-type') ?? '';
