@@ -49,7 +49,7 @@ export async function skipRow(
   db: Database,
   params: { id: number; actor: string; reason: string; organizationId?: string; logger?: Logger },
 ): Promise<SkippedRow | null> {
-  const skipped = await skipDead(db, params);
+  const [skipped] = await skipDead(db, { ...params, ids: [params.id] });
   if (!skipped) return null;
   if (skipped.ordered && skipped.partitionKey !== null) {
     await wakeKeyHeads(db, [

@@ -83,14 +83,14 @@ export const PARKED_KEYS = `
    limit $1`;
 
 /**
- * Operator: gives up on a dead row. It becomes `skipped` (never re-queued by recovery, never
+ * Operator: gives up on dead rows. Each becomes `skipped` (never re-queued by recovery, never
  * published) with who, why and the last failure in last_error. Only a dead row can be skipped.
  */
 export const SKIP_DEAD = `
   update outbox
      set status = 'skipped', skipped_at = now(), locked_until = null, locked_by = null,
          last_error = left('skipped by ' || $2 || ': ' || $3 || coalesce('; last error: ' || last_error, ''), 2000)
-   where id = $1 and status = 'dead' and ($4::text is null or organization_id = $4)
+   where id = any($1::bigint[]) and status = 'dead' and ($4::text is null or organization_id = $4)
   returning id, message_id, sink, destination, partition_key, ordered`;
 
 /**
@@ -205,11 +205,11 @@ function parkedKey(row: ParkedKeyRow): ParkedKey {
   };
 }
 
-/** Skips a dead row; null when the row does not exist or is not dead. */
+/** Skips the dead rows among `ids` (of `organizationId` when given); rows missing or not dead are left out. */
 export async function skipDead(
   sql: SqlClient,
-  params: { id: number; actor: string; reason: string; organizationId?: string | null },
-): Promise<SkippedRow | null> {
+  params: { ids: readonly number[]; actor: string; reason: string; organizationId?: string | null },
+): Promise<SkippedRow[]> {
   const { rows } = await sql.query<{
     id: number;
     message_id: string;
@@ -217,17 +217,15 @@ export async function skipDead(
     destination: string;
     partition_key: string | null;
     ordered: boolean;
-  }>(SKIP_DEAD, [params.id, params.actor, params.reason, params.organizationId ?? null]);
-  const row = rows[0];
-  if (!row) return null;
-  return {
+  }>(SKIP_DEAD, [params.ids, params.actor, params.reason, params.organizationId ?? null]);
+  return rows.map((row) => ({
     id: row.id,
     messageId: row.message_id,
     sink: row.sink,
     destination: row.destination,
     partitionKey: row.partition_key,
     ordered: row.ordered,
-  };
+  }));
 }
 
 export async function notifyChannel(sql: SqlClient, channel: string): Promise<void> {

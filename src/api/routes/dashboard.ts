@@ -523,22 +523,17 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
       const ids = [...new Set(request.body.ids)];
       return sendCommand(commands, request, reply, async (s) => {
         const before = await outboxStatuses(s.db, ids, principal.organizationId);
-        const skipped = new Set<number>();
-        const heads: OrderKey[] = [];
-        for (const id of ids) {
-          if (before.get(id) !== 'dead') continue;
-          const row = await skipDead(s.db, {
-            id,
-            actor: principal.actor,
-            reason: request.body.reason,
-            organizationId: principal.organizationId,
-          });
-          if (!row) continue;
-          skipped.add(id);
-          if (row.ordered && row.partitionKey !== null) {
-            heads.push({ sink: row.sink, destination: row.destination, partitionKey: row.partitionKey });
-          }
-        }
+        // One guarded statement: a row the relay's recovery took meanwhile is answered not-dead.
+        const rows = await skipDead(s.db, {
+          ids: ids.filter((id) => before.get(id) === 'dead'),
+          actor: principal.actor,
+          reason: request.body.reason,
+          organizationId: principal.organizationId,
+        });
+        const skipped = new Set(rows.map((row) => row.id));
+        const heads: OrderKey[] = rows
+          .filter((row) => row.ordered && row.partitionKey !== null)
+          .map((row) => ({ sink: row.sink, destination: row.destination, partitionKey: row.partitionKey! }));
         if (heads.length > 0) await wakeKeyHeads(s.db, heads);
         if (skipped.size > 0) {
           await notifyChannel(s.db, channels.outbox(s.db.schema));
