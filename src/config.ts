@@ -213,6 +213,7 @@ const envSchema = z.object({
   HERALD_SMS_REFUND_RETRY_AFTER_SECONDS: nonNegativeInt.default(60),
   HERALD_SMS_ROLLUP_BATCH_SIZE: positiveInt.max(50_000).default(2_000),
   HERALD_SMS_LEASE_TTL_SECONDS: positiveInt.max(3_600).default(30),
+  HERALD_SMS_REPORT_RETENTION_DAYS: positiveInt.default(90),
 });
 
 export type HeraldEnv = z.infer<typeof envSchema>;
@@ -399,6 +400,8 @@ export interface SmsSettings {
   readonly rollupBatchSize: number;
   /** The SMS pollers' leases (sms:dlr-rollup, sms:retry-dispatcher, sms:refund-retry, sms:recovery). */
   readonly leaseTtlMs: number;
+  /** Rolled-up delivery reports are deleted this long after their roll-up (`sms-report-retention`). */
+  readonly reportRetentionDays: number;
   readonly simulator: {
     readonly outcomes: readonly { readonly outcome: string; readonly weight: number }[];
     readonly latencyMs: { readonly min: number; readonly max: number };
@@ -446,6 +449,7 @@ function smsSettings(e: HeraldEnv): SmsSettings {
     refundRetryAfterMs: e.HERALD_SMS_REFUND_RETRY_AFTER_SECONDS * 1000,
     rollupBatchSize: e.HERALD_SMS_ROLLUP_BATCH_SIZE,
     leaseTtlMs: e.HERALD_SMS_LEASE_TTL_SECONDS * 1000,
+    reportRetentionDays: e.HERALD_SMS_REPORT_RETENTION_DAYS,
     simulator: {
       outcomes,
       latencyMs: { min, max: max ?? min },

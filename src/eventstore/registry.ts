@@ -2,7 +2,7 @@
  * The aggregate registry: one list of registered aggregates that every role and command iterates —
  * the scanner (sweepers), the worker (consumers, and the sweeps of in-process shapes), the relay and consumers (queue and topic topology),
  * the projector (projections), replay, verify, the sandbox and export (state models), maintenance
- * (side-stream retention) and the CLI (roles an aggregate contributes, e.g. the campaign tick).
+ * (side-stream retention and an aggregate's own upkeep tasks) and the CLI (roles an aggregate contributes, e.g. the campaign tick).
  * Generic machinery receives a registry and never imports an aggregate's module; the default
  * registry is src/aggregates/registry.ts.
  *
@@ -14,6 +14,7 @@ import type { HeraldConfig } from '../config.js';
 import type { DomainEvent } from '../domain/decider.js';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import type { MaintenanceTask } from '../maintenance/maintenance-service.js';
 import type { Sink } from '../outbox/types.js';
 import type { Database } from '../ports/database.js';
 import type { WakeupSignal } from '../ports/wakeups.js';
@@ -103,6 +104,8 @@ export interface AggregateRegistration<State, Command, Event extends DomainEvent
   readonly consumers?: (context: AggregateContext) => ConsumerDefinition[];
   readonly projections?: readonly Projection[];
   readonly roles?: Readonly<Record<string, RoleDefinition>>;
+  /** Upkeep of its own tables (`herald maintenance` runs them beside the generic tasks). */
+  readonly maintenance?: (config: HeraldConfig) => MaintenanceTask[];
 }
 
 /** A registration with its types erased, as the registry holds it. */
@@ -117,6 +120,7 @@ export interface RegisteredAggregate {
   readonly consumers: (context: AggregateContext) => ConsumerDefinition[];
   readonly projections: readonly Projection[];
   readonly roles: Readonly<Record<string, RoleDefinition>>;
+  readonly maintenance: (config: HeraldConfig) => MaintenanceTask[];
 }
 
 export function defineAggregate<State, Command, Event extends DomainEvent>(
@@ -140,6 +144,7 @@ export function defineAggregate<State, Command, Event extends DomainEvent>(
     consumers: registration.consumers ?? (() => []),
     projections: registration.projections ?? [],
     roles: registration.roles ?? {},
+    maintenance: registration.maintenance ?? (() => []),
   };
 }
 
@@ -250,5 +255,9 @@ export class AggregateRegistry {
 
   consumers(context: AggregateContext): ConsumerDefinition[] {
     return this.aggregates.flatMap((a) => a.consumers(context));
+  }
+
+  maintenanceTasks(config: HeraldConfig): MaintenanceTask[] {
+    return this.aggregates.flatMap((a) => a.maintenance(config));
   }
 }

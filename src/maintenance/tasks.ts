@@ -8,6 +8,7 @@
  * - `receipt-retention`, `inbox-retention`, `idempotency-expiry`.
  * - `stream-retention:<type>`: old events of side streams that declare a retention (the per-minute
  *   `campaign_tick`): no state row depends on them, so verify is unaffected (ADR 0009).
+ * - the tasks an aggregate registers for its own tables (the campaign's `sms-report-retention`).
  */
 import { wakeWaitingHeads } from '../adapters/postgres/outbox-order-queries.js';
 import { pruneSent, recoverDead } from '../adapters/postgres/outbox-queries.js';
@@ -97,5 +98,6 @@ export function maintenanceTasks(
       runBatch: (db, limit) => pruneStreamEvents(db, { streamType: side.streamType, retentionDays, limit }),
     });
   }
+  tasks.push(...registry.maintenanceTasks(config));
   return tasks;
 }

@@ -33,6 +33,7 @@ describe('sms settings', () => {
       refundRetryAfterMs: 60_000,
       rollupBatchSize: 2_000,
       leaseTtlMs: 30_000,
+      reportRetentionDays: 90,
       simulator: {
         outcomes: [
           { outcome: 'DELIVERED', weight: 90 },

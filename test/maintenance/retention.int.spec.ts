@@ -20,6 +20,7 @@ beforeAll(async () => {
     HERALD_RECEIPT_RETENTION_DAYS: '400',
     HERALD_OUTBOX_SKIPPED_RETENTION_DAYS: '30',
     HERALD_TICK_RETENTION_DAYS: '30',
+    HERALD_SMS_REPORT_RETENTION_DAYS: '90',
   });
 });
 afterAll(async () => t?.drop());
@@ -64,6 +65,26 @@ describe('retention services', () => {
     expect(await count(`select count(*)::int as n from inbox where message_id like 'old-%'`)).toBe(100); // the dead ones
     expect(await count(`select count(*)::int as n from inbox where message_id like 'recent-%'`)).toBe(200);
     expect(await count(`select count(*)::int as n from inbox where message_id like 'new-%'`)).toBe(written);
+  });
+
+  it('SMS delivery reports: rolled up past retention are deleted; recent and not-yet-rolled-up ones are kept', async () => {
+    const report = (prefix: string, receivedDaysAgo: number, rolledUpDaysAgo: number | null) =>
+      t.db.query(
+        `insert into sms_delivery_report (dlr_id, submission_id, campaign_id, recipient_id, status, received_at, rolled_up_at, outcome)
+         select $1 || g, gen_random_uuid(), $2, g, 'DELIVERED', now() - make_interval(days => $3),
+                case when $4::int is null then null else now() - make_interval(days => $4::int) end,
+                case when $4::int is null then null else 'DELIVERED' end
+           from generate_series(1, 300) g`,
+        [prefix, randomUUID(), receivedDaysAgo, rolledUpDaysAgo],
+      );
+    await report('old-', 100, 91);
+    await report('recent-', 100, 89); // received long ago, rolled up inside the retention
+    await report('unrolled-', 120, null); // never deleted before the roll-up applied it
+    expect(await pruneWithTwoReplicas('sms-report-retention')).toBe(300);
+    const left = `select count(*)::int as n from sms_delivery_report where dlr_id like $1`;
+    expect(await count(left, ['old-%'])).toBe(0);
+    expect(await count(left, ['recent-%'])).toBe(300);
+    expect(await count(left, ['unrolled-%'])).toBe(300);
   });
 
   it('publish receipts past retention are deleted, recent ones kept', async () => {

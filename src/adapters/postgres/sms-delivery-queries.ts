@@ -75,6 +75,27 @@ export async function insertSendFailedReports(
   return rowCount;
 }
 
+/**
+ * Rolled-up reports past their retention (maintenance, any number of replicas): never one the roll-up
+ * has not applied yet; the recipient row keeps the outcome.
+ */
+export const PRUNE_ROLLED_UP_REPORTS = `
+  with prunable as (
+    select dlr_id from sms_delivery_report
+     where rolled_up_at < now() - make_interval(days => $1)
+     limit $2
+     for update skip locked
+  )
+  delete from sms_delivery_report d using prunable
+   where d.dlr_id = prunable.dlr_id and d.rolled_up_at < now() - make_interval(days => $1)`;
+
+export async function pruneRolledUpReports(
+  sql: SqlClient,
+  params: { retentionDays: number; limit: number },
+): Promise<number> {
+  return (await sql.query(PRUNE_ROLLED_UP_REPORTS, [params.retentionDays, params.limit])).rowCount;
+}
+
 /** Campaigns with reports waiting for the roll-up, the one waiting longest first. */
 export const CAMPAIGNS_WITH_UNROLLED_REPORTS = `
   select campaign_id::text as "campaignId"

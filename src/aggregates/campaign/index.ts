@@ -5,6 +5,8 @@
  * delivery consumers, the queues and topics it publishes to, the tick queue that wakes the scanners,
  * its side streams, the dispatch_stats projection and the tick role.
  */
+
+import { pruneRolledUpReports } from '../../adapters/postgres/sms-delivery-queries.js';
 import { defineAggregate, defineConsumer } from '../../eventstore/registry.js';
 import { campaignAggregate } from './descriptor.js';
 import { dispatchStatsProjection } from './dispatch-stats.js';
@@ -50,6 +52,15 @@ export const campaignRegistration = defineAggregate({
     kafkaTopics: [SMS_SUBMIT_TOPIC, SMS_REPORTING_TOPIC],
     scannerWakeQueues: [{ queue: PROCESS_CAMPAIGN_QUEUE, consumer: SCANNER_TICK_CONSUMER }],
   },
+  maintenance: (config) => [
+    {
+      name: 'sms-report-retention',
+      intervalMs: config.maintenance.inboxPruneIntervalMs,
+      describe: 'rolled-up SMS delivery reports past retention deleted',
+      runBatch: (db, limit) =>
+        pruneRolledUpReports(db, { retentionDays: config.sms.reportRetentionDays, limit }),
+    },
+  ],
   // The SMS delivery pollers' leases (readiness requires them wherever the scanner runs).
   leases: [...SMS_DELIVERY_LEASES, ...SMS_RECOVERY_LEASES],
   sweepers: (context) => {
