@@ -9,79 +9,32 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readStream } from '../../src/adapters/postgres/event-queries.js';
-import {
-  type BillingOperation,
-  type BillingPort,
-  type BillingReceipt,
-  PostgresLedger,
-} from '../../src/aggregates/campaign/sms/billing.js';
 import { checkCampaignMoney } from '../../src/aggregates/campaign/sms/money-check.js';
-import { SmsRecovery } from '../../src/aggregates/campaign/sms/recovery.js';
+import type { SmsRecovery } from '../../src/aggregates/campaign/sms/recovery.js';
 import { addMoney, toUnits } from '../../src/domain/sms/money.js';
-import { BillingUnavailableError, IllegalStateError, InsufficientBalanceError } from '../../src/errors.js';
+import { IllegalStateError, InsufficientBalanceError } from '../../src/errors.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { inlineRequest, msisdns, ORG, silentLogger } from '../support/sms.js';
-import { deliveryFixture, ledgerEntries } from '../support/sms-delivery.js';
-
-/** The ledger, with failures switched on per operation (a billing service that is down or refuses). */
-class SwitchableBilling implements BillingPort {
-  failRefunds: ((key: string) => boolean) | null = null;
-  refuseDeducts: ((key: string) => boolean) | null = null;
-  constructor(readonly ledger: PostgresLedger) {}
-  deduct(operation: BillingOperation): Promise<BillingReceipt> {
-    if (this.refuseDeducts?.(operation.key)) {
-      return Promise.reject(new InsufficientBalanceError('refused by the test', { key: operation.key }));
-    }
-    return this.ledger.deduct(operation);
-  }
-  refund(operation: BillingOperation): Promise<BillingReceipt> {
-    if (this.failRefunds?.(operation.key)) {
-      return Promise.reject(new BillingUnavailableError('billing down (test)', { key: operation.key }));
-    }
-    return this.ledger.refund(operation);
-  }
-  reverse(organizationId: string, key: string, reason: string): Promise<BillingReceipt> {
-    return this.ledger.reverse(organizationId, key, reason);
-  }
-}
+import {
+  controlsFixture,
+  deliveryFixture,
+  ledgerEntries,
+  type SwitchableBilling,
+} from '../support/sms-delivery.js';
 
 let t: TestDatabase;
 let billing: SwitchableBilling;
 let f: ReturnType<typeof deliveryFixture>;
 let recovery: SmsRecovery;
+let create: Awaited<ReturnType<typeof controlsFixture>>['create'];
 beforeAll(async () => {
   t = await createTestDatabase();
-  billing = new SwitchableBilling(new PostgresLedger(t.db));
-  f = deliveryFixture(t, { billing, random: () => 0, env: { HERALD_SMS_DISPATCH_BATCH_SIZE: '2' } });
-  recovery = new SmsRecovery({
-    db: t.db,
-    handler: f.handler,
-    logger: silentLogger,
-    billing,
-    settings: f.settings,
-  });
-  await billing.ledger.credit({ organizationId: ORG, key: 'top-up', amount: '100000' });
+  ({ billing, f, recovery, create } = await controlsFixture(t));
 });
 afterAll(async () => t?.drop());
-afterEach(() => {
-  billing.failRefunds = null;
-  billing.refuseDeducts = null;
-});
+afterEach(() => billing.reset());
 
 const ALICE = { meta: { actor: 'alice', correlationId: 'req-1' } };
-
-async function create(numbers: readonly string[], request: Record<string, unknown> = {}) {
-  const created = await f.service.create(
-    inlineRequest({
-      templateType: 'GENERIC',
-      template: 'ঈদ মোবারক!',
-      recipients: numbers.map((msisdn) => ({ msisdn })),
-      ...request,
-    }),
-    { organizationId: ORG },
-  );
-  return created.body;
-}
 
 /** Claims it and dispatches its first batch (HERALD_SMS_DISPATCH_BATCH_SIZE=2; other campaigns may go first). */
 async function claimAndOneBatch(campaignId: string) {

@@ -9,79 +9,34 @@
  * woken by NOTIFY.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type BillingOperation,
-  type BillingPort,
-  type BillingReceipt,
-  PostgresLedger,
-} from '../../src/aggregates/campaign/sms/billing.js';
+import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
 import { checkCampaignMoney } from '../../src/aggregates/campaign/sms/money-check.js';
-import { SMS_RECOVERY_LEASE, SmsRecovery } from '../../src/aggregates/campaign/sms/recovery.js';
+import { SMS_RECOVERY_LEASE, type SmsRecovery } from '../../src/aggregates/campaign/sms/recovery.js';
 import { toUnits } from '../../src/domain/sms/money.js';
 import { BillingUnavailableError } from '../../src/errors.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { inlineRequest, msisdns, ORG, silentLogger } from '../support/sms.js';
-import { ALWAYS_OPEN, deliveryFixture, ledgerEntries } from '../support/sms-delivery.js';
+import { inlineRequest, msisdns, ORG } from '../support/sms.js';
+import {
+  ALWAYS_OPEN,
+  controlsFixture,
+  deliveryFixture,
+  ledgerEntries,
+  type SwitchableBilling,
+} from '../support/sms-delivery.js';
 import { waitFor } from '../support/wait.js';
-
-class SwitchableBilling implements BillingPort {
-  failRefunds: ((key: string) => boolean) | null = null;
-  /** Deduct applied, answer lost; reversal unreachable: the campaign is left DRAFT with its charge. */
-  loseDeducts = false;
-  constructor(readonly ledger: PostgresLedger) {}
-  async deduct(operation: BillingOperation): Promise<BillingReceipt> {
-    const receipt = await this.ledger.deduct(operation);
-    if (this.loseDeducts) throw new BillingUnavailableError('answer lost (test)', { key: operation.key });
-    return receipt;
-  }
-  refund(operation: BillingOperation): Promise<BillingReceipt> {
-    if (this.failRefunds?.(operation.key)) {
-      return Promise.reject(new BillingUnavailableError('billing down (test)', { key: operation.key }));
-    }
-    return this.ledger.refund(operation);
-  }
-  reverse(organizationId: string, key: string, reason: string): Promise<BillingReceipt> {
-    if (this.loseDeducts) return Promise.reject(new BillingUnavailableError('billing down (test)', { key }));
-    return this.ledger.reverse(organizationId, key, reason);
-  }
-}
 
 let t: TestDatabase;
 let billing: SwitchableBilling;
 let f: ReturnType<typeof deliveryFixture>;
 let recovery: SmsRecovery;
+let create: Awaited<ReturnType<typeof controlsFixture>>['create'];
 beforeAll(async () => {
   t = await createTestDatabase();
-  billing = new SwitchableBilling(new PostgresLedger(t.db));
-  f = deliveryFixture(t, { billing, random: () => 0, env: { HERALD_SMS_DISPATCH_BATCH_SIZE: '2' } });
-  recovery = new SmsRecovery({
-    db: t.db,
-    handler: f.handler,
-    logger: silentLogger,
-    billing,
-    settings: f.settings,
-  });
-  await billing.ledger.credit({ organizationId: ORG, key: 'top-up', amount: '100000' });
+  ({ billing, f, recovery, create } = await controlsFixture(t));
 });
 afterAll(async () => t?.drop());
-afterEach(() => {
-  billing.failRefunds = null;
-  billing.loseDeducts = false;
-});
-
-async function create(numbers: readonly string[], request: Record<string, unknown> = {}) {
-  const created = await f.service.create(
-    inlineRequest({
-      templateType: 'GENERIC',
-      template: 'ঈদ মোবারক!',
-      recipients: numbers.map((msisdn) => ({ msisdn })),
-      ...request,
-    }),
-    { organizationId: ORG },
-  );
-  return created.body;
-}
+afterEach(() => billing.reset());
 
 async function scheduled(numbers: readonly string[]) {
   const { rows } = await t.db.query<{ day: string }>(

@@ -8,12 +8,19 @@ import {
   type NewDeliveryReport,
 } from '../../src/adapters/postgres/sms-delivery-queries.js';
 import { countRecipientsByStatus } from '../../src/adapters/postgres/sms-queries.js';
-import type { BillingPort } from '../../src/aggregates/campaign/sms/billing.js';
+import {
+  type BillingOperation,
+  type BillingPort,
+  type BillingReceipt,
+  PostgresLedger,
+} from '../../src/aggregates/campaign/sms/billing.js';
 import { smsDispatchSweeper } from '../../src/aggregates/campaign/sms/dispatch.js';
+import { SmsRecovery } from '../../src/aggregates/campaign/sms/recovery.js';
 import { smsRollupSweeper } from '../../src/aggregates/campaign/sms/rollup.js';
 import { campaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
 import type { SmsSettings } from '../../src/config.js';
 import type { SmsCampaignFacts } from '../../src/domain/campaign.js';
+import { BillingUnavailableError, InsufficientBalanceError } from '../../src/errors.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import type { TestDatabase } from './services.js';
 import { inlineRequest, ORG, silentLogger, smsService } from './sms.js';
@@ -184,4 +191,71 @@ export async function ledgerEntries(t: TestDatabase, kind: 'deduction' | 'refund
     [ORG, kind],
   );
   return new Map(rows.map((r) => [r.key, r]));
+}
+
+/** The ledger with failures switched on per operation: a billing service that is down, refuses, or loses answers. */
+export class SwitchableBilling implements BillingPort {
+  failRefunds: ((key: string) => boolean) | null = null;
+  refuseDeducts: ((key: string) => boolean) | null = null;
+  /** Deduct applied, answer lost; reversal unreachable: the campaign is left DRAFT with its charge. */
+  loseDeducts = false;
+  constructor(readonly ledger: PostgresLedger) {}
+
+  reset(): void {
+    this.failRefunds = null;
+    this.refuseDeducts = null;
+    this.loseDeducts = false;
+  }
+
+  async deduct(operation: BillingOperation): Promise<BillingReceipt> {
+    if (this.refuseDeducts?.(operation.key)) {
+      throw new InsufficientBalanceError('refused by the test', { key: operation.key });
+    }
+    const receipt = await this.ledger.deduct(operation);
+    if (this.loseDeducts) throw new BillingUnavailableError('answer lost (test)', { key: operation.key });
+    return receipt;
+  }
+
+  refund(operation: BillingOperation): Promise<BillingReceipt> {
+    if (this.failRefunds?.(operation.key)) {
+      return Promise.reject(new BillingUnavailableError('billing down (test)', { key: operation.key }));
+    }
+    return this.ledger.refund(operation);
+  }
+
+  reverse(organizationId: string, key: string, reason: string): Promise<BillingReceipt> {
+    if (this.loseDeducts) return Promise.reject(new BillingUnavailableError('billing down (test)', { key }));
+    return this.ledger.reverse(organizationId, key, reason);
+  }
+}
+
+/**
+ * The controls and recovery tests' set-up: switchable billing over a credited ledger, the delivery
+ * fixture dispatching two recipients per batch, the `sms:recovery` poller, and an inline campaign maker.
+ */
+export async function controlsFixture(t: TestDatabase) {
+  const billing = new SwitchableBilling(new PostgresLedger(t.db));
+  const f = deliveryFixture(t, { billing, random: () => 0, env: { HERALD_SMS_DISPATCH_BATCH_SIZE: '2' } });
+  const recovery = new SmsRecovery({
+    db: t.db,
+    handler: f.handler,
+    logger: silentLogger,
+    billing,
+    settings: f.settings,
+  });
+  await billing.ledger.credit({ organizationId: ORG, key: 'top-up', amount: '100000' });
+  /** An inline campaign of `numbers` (GENERIC, Bangla text); `request` overrides any field. */
+  const create = async (numbers: readonly string[], request: Record<string, unknown> = {}) => {
+    const created = await f.service.create(
+      inlineRequest({
+        templateType: 'GENERIC',
+        template: 'ঈদ মোবারক!',
+        recipients: numbers.map((msisdn) => ({ msisdn })),
+        ...request,
+      }),
+      { organizationId: ORG },
+    );
+    return created.body;
+  };
+  return { billing, f, recovery, create };
 }
