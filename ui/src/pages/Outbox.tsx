@@ -18,7 +18,7 @@ import {
   StatusBadge,
 } from '../components';
 import { excerpt, formatCount, formatDuration, formatRelative, formatTime } from '../format';
-import { byDestination } from './outbox-summary';
+import { byDestination, DestinationTable, destinationColumn } from './outbox-summary';
 
 type OutboxRow = Schemas['OutboxRow'];
 type ParkedKey = Schemas['ParkedKey'];
@@ -212,16 +212,7 @@ export function Outbox() {
 
   const deadColumns: Column<OutboxRow>[] = [
     { key: 'id', header: 'Row', mono: true, width: 70 },
-    {
-      key: 'destination',
-      header: 'Destination',
-      render: (r) => (
-        <span className="mono">
-          <span className="muted">{r.sink}:</span>
-          {r.destination}
-        </span>
-      ),
-    },
+    destinationColumn(),
     {
       key: 'partitionKey',
       header: 'Key',
@@ -249,16 +240,7 @@ export function Outbox() {
 
   const parkedColumns: Column<ParkedKey>[] = [
     { key: 'id', header: 'Head row', mono: true, width: 80 },
-    {
-      key: 'destination',
-      header: 'Destination',
-      render: (r) => (
-        <span className="mono">
-          <span className="muted">{r.sink}:</span>
-          {r.destination}
-        </span>
-      ),
-    },
+    destinationColumn(),
     { key: 'partitionKey', header: 'Parked key', mono: true },
     { key: 'waiting', header: 'Waiting behind', align: 'right', render: (r) => formatCount(r.waiting) },
     { key: 'attempts', header: 'Attempts', align: 'right' },
@@ -273,16 +255,7 @@ export function Outbox() {
 
   const pendingColumns: Column<OutboxRow>[] = [
     { key: 'id', header: 'Row', mono: true, width: 70 },
-    {
-      key: 'destination',
-      header: 'Destination',
-      render: (r) => (
-        <span className="mono">
-          <span className="muted">{r.sink}:</span>
-          {r.destination}
-        </span>
-      ),
-    },
+    destinationColumn(),
     { key: 'attempts', header: 'Attempts', align: 'right' },
     {
       key: 'nextAttemptAt',
@@ -361,38 +334,7 @@ export function Outbox() {
       <ErrorBanner error={overview.error} />
 
       <Card title="By destination">
-        <DataTable
-          label="pending-by-destination"
-          rows={destinations}
-          rowKey={(d) => `${d.sink}:${d.destination}`}
-          loading={overview.isPending}
-          empty="Nothing pending, nothing dead."
-          columns={[
-            {
-              key: 'destination',
-              header: 'Destination',
-              render: (d) => (
-                <span className="mono">
-                  <span className="muted">{d.sink}:</span>
-                  {d.destination}
-                </span>
-              ),
-            },
-            { key: 'pending', header: 'Pending', align: 'right', render: (d) => formatCount(d.pending) },
-            {
-              key: 'oldest',
-              header: 'Oldest pending',
-              align: 'right',
-              render: (d) => (d.pending > 0 ? formatDuration(d.oldestPendingAgeSeconds) : '—'),
-            },
-            {
-              key: 'dead',
-              header: 'Dead',
-              align: 'right',
-              render: (d) => (d.dead > 0 ? <span className="text-bad">{formatCount(d.dead)}</span> : '0'),
-            },
-          ]}
-        />
+        <DestinationTable label="pending-by-destination" rows={destinations} loading={overview.isPending} />
       </Card>
 
       <Card

@@ -18,7 +18,7 @@ import {
   StatusBadge,
 } from '../components';
 import { formatCount, formatDuration, formatTime } from '../format';
-import { byDestination } from './outbox-summary';
+import { byDestination, DestinationTable } from './outbox-summary';
 
 type Overview = Schemas['Overview'];
 
@@ -175,37 +175,7 @@ export function Overview() {
 
       <div className="grid grid-2" style={{ marginTop: 14 }}>
         <Card title="Outbox by destination" actions={<Link to="/outbox">Outbox →</Link>}>
-          <DataTable
-            label="outbox-by-destination"
-            rows={destinations}
-            rowKey={(d) => `${d.sink}:${d.destination}`}
-            empty="Nothing pending, nothing dead."
-            columns={[
-              {
-                key: 'destination',
-                header: 'Destination',
-                render: (d) => (
-                  <span className="mono">
-                    <span className="muted">{d.sink}:</span>
-                    {d.destination}
-                  </span>
-                ),
-              },
-              { key: 'pending', header: 'Pending', align: 'right', render: (d) => formatCount(d.pending) },
-              {
-                key: 'oldest',
-                header: 'Oldest',
-                align: 'right',
-                render: (d) => (d.pending ? formatDuration(d.oldestPendingAgeSeconds) : '—'),
-              },
-              {
-                key: 'dead',
-                header: 'Dead',
-                align: 'right',
-                render: (d) => (d.dead ? <span className="text-bad">{formatCount(d.dead)}</span> : '0'),
-              },
-            ]}
-          />
+          <DestinationTable label="outbox-by-destination" rows={destinations} />
         </Card>
         <Card title="Consumer dead letters">
           <DataTable
