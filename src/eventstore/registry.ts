@@ -1,8 +1,9 @@
 /**
  * The aggregate registry: one list of registered aggregates that every role and command iterates —
- * the scanner (sweepers), the worker (consumers, and the sweeps of in-process shapes), the relay and consumers (queue and topic topology),
- * the projector (projections), replay, verify, the sandbox and export (state models), maintenance
- * (side-stream retention and an aggregate's own upkeep tasks) and the CLI (roles an aggregate contributes, e.g. the campaign tick).
+ * the scanner (sweepers), the worker (consumers, and the sweeps of in-process shapes), the relay and
+ * consumers (queue and topic topology), the projector (projections), replay, verify, the sandbox and
+ * export (state models), maintenance (side-stream retention and an aggregate's own upkeep tasks) and
+ * the CLI (roles an aggregate contributes, e.g. the campaign tick).
  * Generic machinery receives a registry and never imports an aggregate's module; the default
  * registry is src/aggregates/registry.ts.
  *
