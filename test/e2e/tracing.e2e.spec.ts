@@ -72,7 +72,7 @@ afterAll(async () => {
 describe('tracing', () => {
   it('a campaign scheduled through the API and dispatched is one trace from the request to the effect', async () => {
     const key = await api.key('org-1');
-    const startAt = await dbTime(api.t, 1);
+    const startAt = await dbTime(api.t, 2);
     const created = await api.request('POST', '/v1/campaigns', {
       key,
       body: lineCampaignBody({ startAt }),

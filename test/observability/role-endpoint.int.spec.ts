@@ -206,10 +206,9 @@ describe('role endpoint', () => {
     // The scanner over due campaigns, with the relay stopped: its claims wait in the outbox.
     await relay.stop();
     const campaigns = campaignService(t.db);
-    const due = await dbTimePlus(t.db, 200);
     for (let i = 0; i < 5; i++) {
       const created = await campaigns.create(lineCampaign());
-      await campaigns.schedule(created.campaignId, due);
+      await campaigns.schedule(created.campaignId, await dbTimePlus(t.db, 200));
     }
     const beforeScan = await scrape(url);
     const scanner = await start(
