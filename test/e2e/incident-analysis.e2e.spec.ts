@@ -66,7 +66,7 @@ describe('incident analysis end to end', () => {
       ids.push(c.campaignId);
     }
     const now = await service.create(lineCampaign({ castType: 'broadcast', organizationId: 'org-now' }));
-    await service.activate(now.campaignId);
+    // Straight from DRAFT: an activated (QUEUED) campaign may be claimed by the scanner before SendNow.
     await service.sendNow(now.campaignId, { actor: 'ops', correlationId: 'incident-send-now' });
     ids.push(now.campaignId);
     await waitFor(
@@ -123,7 +123,7 @@ describe('incident analysis end to end', () => {
     );
     expect(claim).toMatchObject({
       actor: 'ops',
-      versions: [3],
+      versions: [2, 3], // from DRAFT: queued and claimed in one command
       messages: [
         {
           destination: 'line_broadcast_rich_message',
