@@ -93,8 +93,8 @@ export function deliveryFixture(
     throw new Error('dispatch did not finish');
   }
 
-  /** An instant promotional campaign to these numbers (GENERIC: one chunk per route), dispatched. */
-  async function dispatchedCampaign(numbers: readonly string[], request: Record<string, unknown> = {}) {
+  /** An inline campaign of `numbers` (GENERIC, Bangla text, instant unless `request` says otherwise). */
+  async function createInline(numbers: readonly string[], request: Record<string, unknown> = {}) {
     const created = await service.create(
       inlineRequest({
         templateType: 'GENERIC',
@@ -104,7 +104,12 @@ export function deliveryFixture(
       }),
       { organizationId: ORG },
     );
-    const id = created.body.campaignId;
+    return created.body;
+  }
+
+  /** An instant promotional campaign to these numbers (GENERIC: one chunk per route), dispatched. */
+  async function dispatchedCampaign(numbers: readonly string[], request: Record<string, unknown> = {}) {
+    const id = (await createInline(numbers, request)).campaignId;
     await dispatchAll();
     return { id, rows: await rows(id) };
   }
@@ -176,6 +181,7 @@ export function deliveryFixture(
     rollup,
     rows,
     dispatchAll,
+    createInline,
     dispatchedCampaign,
     report,
     facts,
@@ -231,7 +237,7 @@ export class SwitchableBilling implements BillingPort {
 
 /**
  * The controls and recovery tests' set-up: switchable billing over a credited ledger, the delivery
- * fixture dispatching two recipients per batch, the `sms:recovery` poller, and an inline campaign maker.
+ * fixture dispatching two recipients per batch, the `sms:recovery` poller, and its inline campaign maker.
  */
 export async function controlsFixture(t: TestDatabase) {
   const billing = new SwitchableBilling(new PostgresLedger(t.db));
@@ -244,18 +250,5 @@ export async function controlsFixture(t: TestDatabase) {
     settings: f.settings,
   });
   await billing.ledger.credit({ organizationId: ORG, key: 'top-up', amount: '100000' });
-  /** An inline campaign of `numbers` (GENERIC, Bangla text); `request` overrides any field. */
-  const create = async (numbers: readonly string[], request: Record<string, unknown> = {}) => {
-    const created = await f.service.create(
-      inlineRequest({
-        templateType: 'GENERIC',
-        template: 'ঈদ মোবারক!',
-        recipients: numbers.map((msisdn) => ({ msisdn })),
-        ...request,
-      }),
-      { organizationId: ORG },
-    );
-    return created.body;
-  };
-  return { billing, f, recovery, create };
+  return { billing, f, recovery, create: f.createInline };
 }
