@@ -270,10 +270,10 @@ export async function runSmsDemo({ runtime, config, out }: SmsDemoContext): Prom
       ([, , c]) => c!.status === 'PARTIAL' && c!.resendAttempt === 1 && settled(c!),
     );
     out();
-    for (const c of final) {
+    const checks = await Promise.all(ids.map((id) => checkCampaignMoney(runtime.db, id)));
+    for (const [i, c] of final.entries()) {
       const upload = c.sms?.source === 'csv' ? await loadUpload(runtime.db, c.campaignId) : null;
-      for (const line of describeCampaign(c, upload, await checkCampaignMoney(runtime.db, c.campaignId)))
-        out(line);
+      for (const line of describeCampaign(c, upload, checks[i])) out(line);
       out();
     }
     out(
@@ -281,17 +281,12 @@ export async function runSmsDemo({ runtime, config, out }: SmsDemoContext): Prom
         .map(([k, v]) => `${k} ${v}`)
         .join(', ')}`,
     );
-    const { rows: entries } = await runtime.db.query<{ kind: string; key: string; amount: string }>(
-      `select kind, key, amount::text from billing_entry where organization_id = $1 order by id`,
-      [ORG],
-    );
     out(`ledger entries of ${ORG} (each key applied once):`);
-    for (const e of entries) out(`  ${e.kind.padEnd(9)} ${e.amount.padStart(9)}  ${e.key}`);
+    for (const e of await ledger.entries(ORG)) out(`  ${e.kind.padEnd(9)} ${e.amount.padStart(9)}  ${e.key}`);
     const totals = await ledger.totals(ORG);
     out(
       `ledger of ${ORG}: balance ${totals!.balance} = credits ${totals!.credits} − deductions ${totals!.deductions} + refunds ${totals!.refunds}`,
     );
-    const checks = await Promise.all(ids.map((id) => checkCampaignMoney(runtime.db, id)));
     const balanced = checks.every((m) => m.balanced);
     out(
       balanced

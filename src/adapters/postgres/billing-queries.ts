@@ -102,6 +102,16 @@ export const SELECT_TOTALS = `
    where a.organization_id = $1
    group by a.organization_id`;
 
+/** An organization's entries in the order they were applied. */
+export const SELECT_ENTRIES = `
+  select kind, key, amount::text, balance_after::text as "balanceAfter", reversed_unapplied as "reversedUnapplied",
+         created_at as "createdAt"
+    from billing_entry where organization_id = $1 order by id`;
+
+export async function ledgerEntries(sql: SqlClient, organizationId: string): Promise<LedgerEntry[]> {
+  return (await sql.query<LedgerEntry>(SELECT_ENTRIES, [organizationId])).rows;
+}
+
 export async function ledgerTotals(sql: SqlClient, organizationId: string): Promise<LedgerTotals | null> {
   const { rows } = await sql.query<LedgerTotals>(SELECT_TOTALS, [organizationId]);
   return rows[0] ?? null;

@@ -26,6 +26,7 @@ import {
   findEntry,
   type LedgerEntry,
   type LedgerTotals,
+  ledgerEntries,
   ledgerTotals,
   lockAccount,
 } from '../../../adapters/postgres/billing-queries.js';
@@ -175,6 +176,11 @@ export class PostgresLedger implements BillingPort {
       });
       return receipt(entry, true);
     });
+  }
+
+  /** The organization's entries in the order they were applied (each key once per kind). */
+  entries(organizationId: string): Promise<LedgerEntry[]> {
+    return ledgerEntries(this.db, organizationId);
   }
 
   /** The account's balance and sums, and the same sums counted from its entries (the invariant's two sides). */
