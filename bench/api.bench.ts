@@ -3,7 +3,7 @@
  *
  *   npm run bench:api -- [--connections 50] [--seconds 10] [--pool 20]
  *
- * Starts `herald api` (the real CLI, `node --import tsx src/cli/main.ts api`) in a child process on a
+ * Starts `herald api` (the real CLI, `node --import tsx src/main.ts api`) in a child process on a
  * fresh database, and a bare Fastify route returning a constant in another (the same-run baseline), then
  * drives each with autocannon from this process at the given concurrency:
  * - baseline: GET of the constant route;
@@ -93,7 +93,7 @@ async function main() {
     HERALD_METRICS_PORT: '0',
     HERALD_DB_POOL_SIZE: values.pool,
   };
-  const api = child(['src/cli/main.ts', 'api'], env);
+  const api = child(['src/main.ts', 'api'], env);
   const bare = child(['bench/support/bare-fastify.ts'], env);
   try {
     const apiUrl = `http://127.0.0.1:${apiPort}`;

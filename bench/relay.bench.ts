@@ -30,7 +30,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { AmqpSink } from '../src/adapters/amqp/amqp-sink.js';
 import { KafkaSink } from '../src/adapters/kafka/kafka-sink.js';
 import { createDatabase } from '../src/adapters/postgres/database.js';
-import type { HeraldConfig } from '../src/config.js';
+import type { HeraldSettings as HeraldConfig } from '../src/config.js';
 import { OutboxRelay } from '../src/outbox/relay.js';
 import { createTestDatabase, requireEnv, uniqueName } from '../test/support/services.js';
 import { rawKafkaPublish } from './support/raw-kafka-publisher.js';

@@ -27,8 +27,8 @@ import { Kafka, logLevel, type Message, Partitioners } from 'kafkajs';
 import { heraldRegistry } from '../src/aggregates/registry.js';
 import { silentLogger } from '../src/logger.js';
 import { relayRole } from '../src/roles/relay-role.js';
+import { runRole } from '../src/roles/runtime.js';
 import { scannerRole } from '../src/roles/scanner-role.js';
-import { runRole } from '../src/runtime/runtime.js';
 import { createTestDatabase, requireEnv, uniqueName } from '../test/support/services.js';
 
 const { values } = parseArgs({

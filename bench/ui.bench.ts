@@ -166,7 +166,7 @@ async function main() {
     HERALD_API_PORT: String(port),
     HERALD_METRICS_PORT: '0',
   };
-  const api = child(['src/cli/main.ts', 'api'], env);
+  const api = child(['src/main.ts', 'api'], env);
   try {
     const db = database.db;
     const t = Date.now();

@@ -5,7 +5,7 @@
  *
  * Seeds N campaign streams × 5 events (1,000,000 events for the default 200,000 campaigns) and the
  * matching state rows with set-based SQL (bench/support/seed-campaign-streams.ts; not timed), then runs
- * the real CLI, `node --import tsx src/cli/main.ts verify`, as a child process and reports its wall
+ * the real CLI, `node --import tsx src/main.ts verify`, as a child process and reports its wall
  * time, events/s and peak RSS (VmHWM from /proc, sampled every 100 ms). With --corrupt-every k, every
  * k-th row is hand-corrupted first, so the drift path (re-reading each drifted stream) is measured too
  * and the exit code must be 1. --sandbox also times `replay --until … --into …` over the same log.
@@ -39,7 +39,7 @@ function peakRssMb(pid: number): number {
 
 async function runCli(env: NodeJS.ProcessEnv, args: string[], quiet = false) {
   const started = Date.now();
-  const child = spawn('node', ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+  const child = spawn('node', ['--import', 'tsx', 'src/main.ts', ...args], {
     env,
     stdio: ['ignore', 'pipe', quiet ? 'ignore' : 'inherit'],
   });

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const compiled = join(root, 'dist', 'cli', 'main.js');
+const compiled = join(root, 'dist', 'main.js');
 
 function newestMtime(dir) {
   let newest = 0;
@@ -26,5 +26,5 @@ if (existsSync(compiled)) {
 } else {
   const { register } = await import('tsx/esm/api');
   register();
-  await import(join(root, 'src', 'cli', 'main.ts'));
+  await import(join(root, 'src', 'main.ts'));
 }

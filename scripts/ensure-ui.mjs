@@ -1,7 +1,7 @@
 // Builds the dashboard (`npm run build:ui`: typed client from the server's OpenAPI document, tsc of
 // ui/, vite build into dist/ui) when dist/ui is missing or stale, so `npm test` and `npm run demo`
 // serve a dashboard that matches the code. "Stale" = a hash of ui/** (generated files aside), the API
-// and the domain schemas its document is made from, the generator and package-lock.json differs from
+// the slices and the domain schemas its document is made from, the generator and package-lock.json differs from
 // the one recorded by the last build (dist/.herald-ui-hash). `--mark` records the current hash.
 import { execSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -12,7 +12,15 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const marker = join(root, 'dist/.herald-ui-hash');
 const GENERATED = new Set(['ui/src/api/openapi.json', 'ui/src/api/schema.d.ts']);
-const INPUTS = ['ui', 'src/api', 'src/domain', 'scripts/generate-ui-client.mjs', 'package-lock.json'];
+const INPUTS = [
+  'ui',
+  'src/api',
+  'src/aggregates',
+  'src/domain',
+  'src/registry',
+  'scripts/generate-ui-client.mjs',
+  'package-lock.json',
+];
 
 function files(path) {
   const full = join(root, path);

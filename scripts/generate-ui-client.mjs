@@ -14,7 +14,7 @@ const load = (path) => tsImport(join(root, path), import.meta.url);
 
 const { loadConfig } = await load('src/config.ts');
 const { createLogger } = await load('src/logger.ts');
-const { createRuntime } = await load('src/runtime/runtime.ts');
+const { createRuntime } = await load('src/roles/runtime.ts');
 const { heraldRegistry } = await load('src/aggregates/registry.ts');
 const { buildApiServer } = await load('src/api/server.ts');
 

@@ -46,7 +46,7 @@ export {
   type DlrOutcome,
   SmsGatewaySimulator,
 } from './aggregates/campaign/sms/simulator.js';
-export { cronJobRegistration, cronRegistrations, jobRunRegistration } from './aggregates/cron/index.js';
+export { cronRegistration } from './aggregates/cron/index.js';
 export type { LedgerEntry } from './aggregates/cron/ledger.js';
 export {
   type BackfillResult,
@@ -57,11 +57,7 @@ export {
 } from './aggregates/cron/service.js';
 export { heraldRegistry } from './aggregates/registry.js';
 export type { ActionExecutePayload, ActionFirePayload } from './aggregates/scheduled-action/descriptor.js';
-export {
-  actionSignalRegistration,
-  scheduledActionRegistration,
-  scheduledActionRegistrations,
-} from './aggregates/scheduled-action/index.js';
+export { scheduledActionRegistration } from './aggregates/scheduled-action/index.js';
 export type {
   ActionExecutor,
   ActionPorts,
@@ -78,34 +74,14 @@ export {
   type SignalOutcome,
   type SignalParams,
 } from './aggregates/scheduled-action/service.js';
+export type { ActionSettings } from './aggregates/scheduled-action/settings.js';
 export {
   ACTION_EXECUTE_QUEUE,
   SCHEDULED_ACTION_FIRE_QUEUE,
 } from './aggregates/scheduled-action/topology.js';
-export { apiRole, startApi } from './api/api-role.js';
 export { type ApiKeyRole, createApiKey, type Principal } from './api/auth.js';
 export { type ApiServerDeps, buildApiServer, type RunningApiServer, startApiServer } from './api/server.js';
-export {
-  type ActionSettings,
-  type ApiSettings,
-  type ConsumerSettings,
-  type HeraldConfig,
-  type HeraldEnv,
-  type KafkaSettings,
-  loadConfig,
-  type MaintenanceSettings,
-  type ProjectorSettings,
-  type RelaySettings,
-  type ScannerSettings,
-} from './config.js';
-export {
-  type KafkaSaslMechanism,
-  type KafkaSecurity,
-  type KafkaSecurityProtocol,
-  type RedisConnection,
-  SECRET_VARIABLES,
-  type TlsFiles,
-} from './connections.js';
+export { loadConfig } from './config.js';
 export type { ActionSignalState, ReceivedSignal } from './domain/action-signal.js';
 export type { CampaignCommand, CampaignCommandType, CreateCampaign } from './domain/campaign/commands.js';
 export type { CampaignEvent, CampaignEventType } from './domain/campaign/events.js';
@@ -175,10 +151,7 @@ export type {
   Aggregate,
   AggregateDescriptor,
   LoadedStream,
-  LoadOptions,
   MessageContext,
-  StateStore,
-  StateTableMapping,
 } from './eventstore/aggregate.js';
 export {
   type AggregateCommands,
@@ -189,17 +162,17 @@ export {
   type CommandResult,
 } from './eventstore/command-handler.js';
 export {
-  type AggregateContext,
-  type AggregateRegistration,
-  AggregateRegistry,
-  type ConsumerDefinition,
-  defineAggregate,
-  defineConsumer,
-  type RegisteredAggregate,
-  type SideStream,
-  type Topology,
-} from './eventstore/registry.js';
-export type { AppendedEvent, EventMeta, StoredEvent } from './eventstore/types.js';
+  checkReadiness,
+  type LeaseRequirements,
+  leaseRequirements,
+  processReadiness,
+  type ReadinessCheck,
+  type ReadinessDeps,
+  type ReadinessProbe,
+  ReadinessProbes,
+  type ReadinessReport,
+} from './health/readiness.js';
+export { type HealthRoutesOptions, healthRoutes } from './health/role-endpoint.js';
 export {
   createLogger,
   type Logger,
@@ -214,36 +187,31 @@ export {
   HeraldMetrics,
   heraldMetrics,
 } from './observability/metrics.js';
-export {
-  checkReadiness,
-  type LeaseRequirements,
-  leaseRequirements,
-  processReadiness,
-  type ReadinessCheck,
-  type ReadinessDeps,
-  type ReadinessProbe,
-  ReadinessProbes,
-  type ReadinessReport,
-} from './observability/readiness.js';
-export { type HealthRoutesOptions, healthRoutes } from './observability/role-endpoint.js';
 export type { OutboxMessageSpec } from './outbox/outbox-writer.js';
-export type { Sink } from './outbox/types.js';
 export type { Database, QueryResult, SqlClient, TransactionOptions } from './ports/database.js';
+export type { AppendedEvent, EventMeta, StoredEvent } from './ports/events.js';
+export type { Sink } from './ports/outbox.js';
+export type { LoadOptions, StateStore, StateTableMapping } from './ports/state-store.js';
 export type { WakeupSignal } from './ports/wakeups.js';
 export type { Projection, ProjectionSource, ProjectionTarget } from './projections/projection.js';
+export {
+  type AggregateContext,
+  defineAggregate,
+  defineModule,
+  type RegisteredAggregate,
+  type RegisteredModule,
+  type SideStream,
+  type Topology,
+} from './registry/module.js';
+export { AggregateRegistry } from './registry/registry.js';
+export type { RoleDefinition, Runtime } from './registry/role.js';
+export { apiRole, startApi } from './roles/api-role.js';
 export { maintenanceRole } from './roles/maintenance-role.js';
 export { projectorRole } from './roles/projector-role.js';
 export { relayRole } from './roles/relay-role.js';
+export { createRuntime, type RuntimeOptions, runRole, runTogether } from './roles/runtime.js';
 export { scannerRole } from './roles/scanner-role.js';
 export { workerRole } from './roles/worker-role.js';
-export {
-  createRuntime,
-  type RoleDefinition,
-  type Runtime,
-  type RuntimeOptions,
-  runRole,
-  runTogether,
-} from './runtime/runtime.js';
 export { type LeasedSweeper, type LeasedSweeperOptions, leasedSweeper } from './scanner/leased-sweeper.js';
 export type { Sweeper, SweepResult } from './scanner/scanner.js';
 export {
@@ -258,6 +226,24 @@ export {
   sweepInOrder,
 } from './scanner/sweeper.js';
 export {
+  type KafkaSaslMechanism,
+  type KafkaSecurity,
+  type KafkaSecurityProtocol,
+  type RedisConnection,
+  SECRET_VARIABLES,
+  type TlsFiles,
+} from './settings/connections.js';
+export type {
+  ApiSettings,
+  ConsumerSettings,
+  HeraldConfig,
+  KafkaSettings,
+  MaintenanceSettings,
+  ProjectorSettings,
+  RelaySettings,
+  ScannerSettings,
+} from './settings/core.js';
+export {
   type ConsumeDeps,
   type ConsumedMessage,
   type ConsumeOptions,
@@ -269,6 +255,7 @@ export {
   type HandlerOutcome,
 } from './worker/consume.js';
 export { consumeKafka, type KafkaConsumeDeps, type KafkaConsumeOptions } from './worker/consume-kafka.js';
+export { type ConsumerDefinition, defineConsumer } from './worker/consumer-definition.js';
 export {
   type ClaimRef,
   type EffectContext,

@@ -84,7 +84,7 @@ async function startHerald(): Promise<Running> {
   const worker = new LineDeliveryWorker({
     handler,
     logger,
-    heartbeatMs: config.scanner.heartbeatMs,
+    heartbeatMs: config.campaign.heartbeatMs,
     ...(effectMs > 0 ? { port: slowPort } : {}),
   });
   const consumer: Consumer = await consume(

@@ -1,6 +1,6 @@
 /**
  * Herald's scanner, relay and worker roles as separate processes, exactly as `herald scanner` / `herald
- * relay` / `herald worker` run from source (`node --import tsx src/cli/main.ts <role>`), configured through the environment.
+ * relay` / `herald worker` run from source (`node --import tsx src/main.ts <role>`), configured through the environment.
  * A role counts as ready when it logs its "started" line (pino JSON on stdout, level info: the
  * production default, so the per-claim log lines are part of what is measured). Stopped with SIGTERM,
  * which every long-running role answers by finishing in-flight work and exiting 0.
@@ -12,7 +12,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const MAIN = join(HERE, '..', '..', 'src', 'cli', 'main.ts');
+const MAIN = join(HERE, '..', '..', 'src', 'main.ts');
 const TRACE_PRELOAD = join(HERE, 'dispatch-trace.ts');
 const READY: Record<RoleName, string> = {
   scanner: 'scanner started',

@@ -6,8 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
-import type { TlsFiles } from '../connections.js';
 import { ConfigError } from '../errors.js';
+import type { TlsFiles } from '../settings/connections.js';
 
 function read(path: string, what: string, service: string): Buffer {
   try {

@@ -1,14 +1,15 @@
 /**
- * Herald's default aggregate registry: every aggregate the roles, replay, verify, the sandbox and
- * export know about. Adding an aggregate adds one line here (docs/adding-an-aggregate.md).
+ * Herald's registry: every slice the configuration, the roles, the API, the CLI, replay, verify, the
+ * sandbox, export and the demo know about. Adding a slice adds one line here
+ * (docs/adding-an-aggregate.md).
  */
-import { AggregateRegistry } from '../eventstore/registry.js';
+import { AggregateRegistry } from '../registry/registry.js';
 import { campaignRegistration } from './campaign/index.js';
-import { cronRegistrations } from './cron/index.js';
-import { scheduledActionRegistrations } from './scheduled-action/index.js';
+import { cronRegistration } from './cron/index.js';
+import { scheduledActionRegistration } from './scheduled-action/index.js';
 
 export const heraldRegistry = new AggregateRegistry([
   campaignRegistration,
-  ...scheduledActionRegistrations,
-  ...cronRegistrations,
+  scheduledActionRegistration,
+  cronRegistration,
 ]);

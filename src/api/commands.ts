@@ -1,7 +1,7 @@
 /**
  * How a request runs its commands (invariant 1 across a whole request): in ONE transaction, through
- * the same library services a Node caller uses (src/aggregates/*), whose own transactions join it as
- * savepoints (src/adapters/postgres/joined-transaction.ts). With an Idempotency-Key the key's row is
+ * the same library services a Node caller uses (each registered slice's `service`), whose own
+ * transactions join it as savepoints (src/adapters/postgres/joined-transaction.ts). With an Idempotency-Key the key's row is
  * reserved first in that transaction and completed with the response before it commits, so the key,
  * the events, the state rows and the outbox rows commit together or not at all: a retry replays the
  * stored response and can never enqueue twice (the IETF draft "The Idempotency-Key HTTP Header
@@ -15,28 +15,20 @@
 import { createHash } from 'node:crypto';
 import { completeIdempotencyKey, reserveIdempotencyKey } from '../adapters/postgres/idempotency-queries.js';
 import { joinedDatabase } from '../adapters/postgres/joined-transaction.js';
-import { CampaignService } from '../aggregates/campaign/service.js';
-import { PostgresLedger } from '../aggregates/campaign/sms/billing.js';
-import { SmsCampaignService } from '../aggregates/campaign/sms/service.js';
-import { CronService } from '../aggregates/cron/service.js';
-import { ScheduledActionService } from '../aggregates/scheduled-action/service.js';
-import type { HeraldConfig } from '../config.js';
 import { IdempotencyKeyError, ValidationError } from '../errors.js';
 import { CommandHandler } from '../eventstore/command-handler.js';
-import type { EventMeta } from '../eventstore/types.js';
 import type { Database, SqlClient } from '../ports/database.js';
+import type { EventMeta } from '../ports/events.js';
 import type { WakeupSignal } from '../ports/wakeups.js';
+import type { HeraldConfig } from '../settings/core.js';
 import type { Principal } from './auth.js';
+import type { ServiceContext } from './module.js';
 
-/** The library services, bound to one database (the pool for reads, the request's transaction for commands). */
-export interface Services {
-  db: Database;
-  campaigns: CampaignService;
-  actions: ScheduledActionService;
-  cron: CronService;
-  /** SMS campaigns (ADR 0014): on the pool only — it runs its own transactions and reserves its own keys. */
-  sms: SmsCampaignService;
-}
+/**
+ * The registered slices' services, bound to one database (the pool for reads, the request's
+ * transaction for commands); a route plugin sees those of its slice (`Svc`).
+ */
+export type Services<Svc = unknown> = Svc & { db: Database };
 
 /** What a command route answers: status, body (the route's response view) and extra headers. */
 export interface ApiResponse {
@@ -87,15 +79,17 @@ export function fingerprint(value: unknown): string {
     .digest('hex');
 }
 
-export class RequestCommands {
+export class RequestCommands<Svc = unknown> {
   /** Services on the pool, for reads. */
-  readonly readers: Services;
+  readonly readers: Services<Svc>;
 
   constructor(
     private readonly deps: {
       db: Database;
       wakeups: WakeupSignal;
       config: HeraldConfig;
+      /** Every slice's services on a database (the registry's). */
+      services: (context: ServiceContext) => Record<string, unknown>;
     },
   ) {
     this.readers = this.services(deps.db, new CommandHandler(this.handlerDeps(deps.db, deps.wakeups)));
@@ -120,7 +114,7 @@ export class RequestCommands {
    */
   async run(
     request: CommandRequest,
-    work: (services: Services, meta: EventMeta, tx: SqlClient) => Promise<ApiResponse>,
+    work: (services: Services<Svc>, meta: EventMeta, tx: SqlClient) => Promise<ApiResponse>,
   ): Promise<CommandOutcome> {
     const meta: EventMeta = { actor: request.principal.actor, correlationId: request.requestId };
     const key = request.idempotencyKey;
@@ -170,28 +164,7 @@ export class RequestCommands {
     return { db, wakeups, pod: this.deps.config.pod, wakeHorizonMs: this.deps.config.scanner.pollMs };
   }
 
-  private services(db: Database, handler: CommandHandler): Services {
-    const { config } = this.deps;
-    return {
-      db,
-      campaigns: new CampaignService({ db, handler }),
-      actions: new ScheduledActionService({ db, handler, settings: config.actions }),
-      cron: new CronService({
-        db,
-        handler,
-        settings: {
-          defaultTimeoutMs: config.cron.defaultTimeoutMs,
-          maxTimeoutMs: config.cron.maxTimeoutMs,
-          backfillMax: config.cron.backfillMax,
-        },
-      }),
-      sms: new SmsCampaignService({
-        db,
-        handler,
-        billing: new PostgresLedger(db),
-        settings: config.sms,
-        idempotencyTtlMs: config.api.idempotencyTtlMs,
-      }),
-    };
+  private services(db: Database, handler: CommandHandler): Services<Svc> {
+    return { ...this.deps.services({ db, handler, config: this.deps.config }), db } as Services<Svc>;
   }
 }

@@ -5,13 +5,9 @@
  * (404), so a key never learns that another organization's id exists.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ExistingCampaign } from '../domain/campaign.js';
-import type { ExistingCronJob } from '../domain/cron-job.js';
-import type { ExistingJobRun } from '../domain/job-run.js';
-import type { ExistingAction } from '../domain/scheduled-action.js';
 import { HeraldError, NotFoundError } from '../errors.js';
-import type { EventMeta } from '../eventstore/types.js';
 import type { SqlClient } from '../ports/database.js';
+import type { EventMeta } from '../ports/events.js';
 import type { Permission, Principal } from './auth.js';
 import { type ApiResponse, RequestCommands, type Services } from './commands.js';
 
@@ -40,11 +36,11 @@ export function principalOf(request: FastifyRequest): Principal {
  * Runs a route's commands in one transaction (with the Idempotency-Key, if given) and sends the
  * response: the route's status and body, or the stored one with `Idempotent-Replayed: true`.
  */
-export async function sendCommand(
-  commands: RequestCommands,
+export async function sendCommand<Svc>(
+  commands: RequestCommands<Svc>,
   request: FastifyRequest,
   reply: FastifyReply,
-  work: (services: Services, meta: EventMeta, tx: SqlClient) => Promise<ApiResponse>,
+  work: (services: Services<Svc>, meta: EventMeta, tx: SqlClient) => Promise<ApiResponse>,
 ): Promise<FastifyReply> {
   const outcome = await commands.run(
     {
@@ -64,8 +60,11 @@ export async function sendCommand(
 
 const notFound = (what: string, id: string | number) => new NotFoundError(`${what} ${id} not found`);
 
-/** Loads with `load`; a resource that is missing or of another organization is a NotFoundError. */
-async function owned<T extends { organizationId: string }>(
+/**
+ * Loads with `load`; a resource that is missing or of another organization is a NotFoundError (each
+ * slice's routes check ownership of their resources through this).
+ */
+export async function owned<T extends { organizationId: string }>(
   what: string,
   id: string,
   principal: Principal,
@@ -81,14 +80,5 @@ async function owned<T extends { organizationId: string }>(
   if (found.organizationId !== principal.organizationId) throw notFound(what, id);
   return found;
 }
-
-export const ownCampaign = (s: Services, p: Principal, id: string): Promise<ExistingCampaign> =>
-  owned('campaign', id, p, () => s.campaigns.get(id));
-export const ownAction = (s: Services, p: Principal, id: string): Promise<ExistingAction> =>
-  owned('scheduled action', id, p, () => s.actions.get(id));
-export const ownJob = (s: Services, p: Principal, id: string): Promise<ExistingCronJob> =>
-  owned('cron job', id, p, () => s.cron.get(id));
-export const ownRun = (s: Services, p: Principal, id: string): Promise<ExistingJobRun> =>
-  owned('job run', id, p, () => s.cron.run(id));
 
 export { notFound };

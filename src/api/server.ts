@@ -30,13 +30,11 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
-import type { HeraldConfig } from '../config.js';
 import { ValidationError } from '../errors.js';
-import type { AggregateRegistry } from '../eventstore/registry.js';
+import type { ReadinessReport } from '../health/readiness.js';
+import { healthRoutes } from '../health/role-endpoint.js';
 import type { Logger } from '../logger.js';
 import { type HeraldMetrics, heraldMetrics } from '../observability/metrics.js';
-import type { ReadinessReport } from '../observability/readiness.js';
-import { healthRoutes } from '../observability/role-endpoint.js';
 import {
   contextOf,
   contextWithSpan,
@@ -47,18 +45,15 @@ import {
 } from '../observability/tracing.js';
 import type { Database } from '../ports/database.js';
 import type { WakeupListener, WakeupSignal } from '../ports/wakeups.js';
+import type { HeraldConfig } from '../settings/core.js';
 import { ApiKeyAuthenticator, type Permission, requirePermission } from './auth.js';
 import { RequestCommands } from './commands.js';
 import { httpMeters } from './http-metrics.js';
+import type { ApiRegistry, RouteDeps } from './module.js';
 import { PROBLEM_CONTENT_TYPE, problem, problemFor } from './problem.js';
-import { actionRoutes } from './routes/actions.js';
-import { campaignRoutes } from './routes/campaigns.js';
-import type { RouteDeps } from './routes/common.js';
-import { cronRoutes } from './routes/cron.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { operationRoutes } from './routes/operations.js';
 import { sessionRoutes } from './routes/session.js';
-import { smsCampaignRoutes } from './routes/sms-campaigns.js';
 import { SessionAuthenticator } from './session.js';
 import { StreamHub, type StreamHubSettings } from './stream.js';
 import { uiRoutes } from './ui.js';
@@ -89,7 +84,8 @@ export interface ApiServerDeps {
   /** Where the built dashboard is (default dist/ui of the package). */
   uiRoot?: string;
   config: HeraldConfig;
-  registry: AggregateRegistry;
+  /** The registered slices: their services, routes and live-stream topics (src/registry/). */
+  registry: ApiRegistry;
   logger: Logger;
   /** `/readyz` (src/observability/readiness.ts). */
   readiness: () => Promise<ReadinessReport>;
@@ -187,7 +183,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
         title: 'Herald API',
         version: '1',
         description:
-          "Campaigns, scheduled actions and signals, cron jobs and runs, outbox operations, verify and dispatch statistics of one organization (the API key's). Errors are RFC 9457 problem documents. Commands accept an Idempotency-Key header.",
+          "The registered slices' resources (campaigns, scheduled actions and signals, cron jobs and runs), outbox operations, verify and dispatch statistics of one organization (the API key's). Errors are RFC 9457 problem documents. Commands accept an Idempotency-Key header.",
       },
       components: {
         securitySchemes: {
@@ -221,7 +217,12 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   app.decorate('heraldStream', stream);
   // Open streams are not in-flight requests to wait for: they end when the server starts closing.
   app.addHook('preClose', async () => stream.close());
-  const commands = new RequestCommands({ db: deps.db, wakeups: deps.wakeups, config });
+  const commands = new RequestCommands({
+    db: deps.db,
+    wakeups: deps.wakeups,
+    config,
+    services: (context) => deps.registry.services(context),
+  });
   const routeDeps: RouteDeps = { commands, registry: deps.registry, config, logger };
 
   // While tracing, each request is a server span (a child of an incoming traceparent), active for the
@@ -301,11 +302,10 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
         const field = nulField({ params: request.params, query: request.query, body: request.body ?? null });
         if (field) throw new ValidationError(`${field} contains a NUL character`, { field });
       });
-      await v1.register(campaignRoutes, routeDeps);
-      await v1.register(actionRoutes, routeDeps);
-      await v1.register(cronRoutes, routeDeps);
+      for (const module of deps.registry.apiModules) {
+        if (module.routes) await v1.register(module.routes, routeDeps);
+      }
       await v1.register(operationRoutes, routeDeps);
-      await v1.register(smsCampaignRoutes, routeDeps);
       await v1.register(sessionRoutes, { sessions });
       await v1.register(dashboardRoutes, { ...routeDeps, stream, requestDone });
     },

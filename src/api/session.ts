@@ -17,9 +17,9 @@ import {
   insertSession,
   touchSession,
 } from '../adapters/postgres/session-queries.js';
-import type { ApiSettings } from '../config.js';
 import { CsrfError, UnauthenticatedError } from '../errors.js';
 import type { Database } from '../ports/database.js';
+import type { ApiSettings } from '../settings/core.js';
 import type { ApiKeyAuthenticator, Principal } from './auth.js';
 
 export const SESSION_COOKIE = 'herald_session';

@@ -3,8 +3,8 @@
  * process's only subscriptions on its LISTEN connection (the runtime's, src/adapters/postgres/
  * notifications.ts): the change channels every command handler and relay NOTIFY after commit
  * (`channels.changed`, coalesced to one a second per process) and the relay's outbox channel. A
- * notification becomes a topic (`campaigns`, `actions`, `cron`, `outbox`, plus `overview` for any of
- * them), and each topic is sent to every client at most once a second (leading edge at once, one
+ * notification becomes a topic — each registered slice's (`campaigns`, `actions`, `cron`: the stream
+ * types it names in its registration), `outbox`, and `overview` for any of them — and each topic is sent to every client at most once a second (leading edge at once, one
  * trailing event for everything meanwhile) as `event: <topic>` with `data: {"at": …}`: the page
  * refetches, the event carries no data to keep consistent. A comment line every 15 s keeps proxies
  * from closing idle streams.
@@ -16,24 +16,32 @@
  * only cut latency (invariant 7): a page also refetches on its own when the stream is down.
  */
 import type { ServerResponse } from 'node:http';
-import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { Logger } from '../logger.js';
 import { channels, type WakeupListener } from '../ports/wakeups.js';
+import type { ApiRegistry } from './module.js';
 
-export const STREAM_TOPICS = ['campaigns', 'actions', 'cron', 'outbox', 'overview'] as const;
-export type StreamTopic = (typeof STREAM_TOPICS)[number];
+/** A live-stream topic: a slice's (`campaigns`), `outbox`, or `overview` (anything changed). */
+export type StreamTopic = string;
 
-/** Which page a stream type's changes concern (anything else only refreshes the overview). */
-const TOPIC_OF_STREAM: Readonly<Record<string, StreamTopic>> = {
-  campaign: 'campaigns',
-  campaign_recipient: 'campaigns',
-  line_delivery: 'campaigns',
-  scheduled_action: 'actions',
-  action_signal: 'actions',
-  cron_job: 'cron',
-  job_run: 'cron',
-  outbox: 'outbox',
-};
+/** The topics every API serves, whatever is registered. */
+const GENERIC_TOPICS = ['outbox', 'overview'] as const;
+
+/** The registry's topics, in registry order, then the generic ones. */
+export function streamTopics(registry: Pick<ApiRegistry, 'apiModules'>): readonly StreamTopic[] {
+  const topics = registry.apiModules.flatMap((m) => Object.keys(m.topics ?? {}));
+  return [...new Set([...topics, ...GENERIC_TOPICS])];
+}
+
+/** Which topic a stream type's changes concern (anything else only refreshes the overview). */
+function topicOfStream(registry: Pick<ApiRegistry, 'apiModules'>): ReadonlyMap<string, StreamTopic> {
+  const topics = new Map<string, StreamTopic>([['outbox', 'outbox']]);
+  for (const module of registry.apiModules) {
+    for (const [topic, streamTypes] of Object.entries(module.topics ?? {})) {
+      for (const streamType of streamTypes) topics.set(streamType, topic);
+    }
+  }
+  return topics;
+}
 
 export interface StreamHubSettings {
   /** At most one event per topic this often. */
@@ -68,7 +76,7 @@ export class StreamHub {
     private readonly deps: {
       listener: WakeupListener | undefined;
       schema: string;
-      registry: AggregateRegistry;
+      registry: Pick<ApiRegistry, 'apiModules' | 'stateModels'>;
       logger: Logger;
       settings?: Partial<StreamHubSettings>;
     },
@@ -92,9 +100,10 @@ export class StreamHub {
     const { listener, schema, registry, logger } = this.deps;
     if (this.subscribed || !listener) return;
     const subscriptions: Promise<void>[] = [];
-    const streamTypes = new Set([...registry.stateModels.keys(), ...Object.keys(TOPIC_OF_STREAM)]);
+    const topicOf = topicOfStream(registry);
+    const streamTypes = new Set([...registry.stateModels.keys(), ...topicOf.keys()]);
     for (const streamType of streamTypes) {
-      const topic = TOPIC_OF_STREAM[streamType] ?? 'overview';
+      const topic = topicOf.get(streamType) ?? 'overview';
       subscriptions.push(listener.subscribe(channels.changed(schema, streamType), () => this.notify(topic)));
     }
     subscriptions.push(listener.subscribe(channels.outbox(schema), () => this.notify('outbox')));

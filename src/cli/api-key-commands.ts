@@ -18,8 +18,8 @@ import {
 import { isUuid } from '../adapters/postgres/state-table.js';
 import { API_KEY_ROLES, type ApiKeyRole, createApiKey } from '../api/auth.js';
 import type { Database } from '../ports/database.js';
+import type { Role, RoleContext } from '../registry/role.js';
 import { json, oneShot, out, parse, UsageError } from './one-shot.js';
-import type { Role, RoleContext } from './role.js';
 
 const USAGE =
   'herald api-keys create --organization <id> --role viewer|operator|admin [--name <text>] | list [--organization <id>] [--include-revoked] | revoke <id>';

@@ -17,7 +17,6 @@ import type { Writable } from 'node:stream';
 import { findLease } from '../adapters/postgres/lease-queries.js';
 import { countAfter, listCheckpoints } from '../adapters/postgres/projection-queries.js';
 import type { HeraldError } from '../errors.js';
-import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { Database } from '../ports/database.js';
 import { exportJsonLines } from '../projections/export.js';
 import type { Projection, ProjectionSource } from '../projections/projection.js';
@@ -33,8 +32,9 @@ import {
 } from '../projections/replay.js';
 import { buildSandbox, type SandboxResult } from '../projections/sandbox.js';
 import { type Drift, type VerifyReport, verifyStates } from '../projections/verify.js';
+import type { AggregateRegistry } from '../registry/registry.js';
+import type { Role } from '../registry/role.js';
 import { oneShot as command, json, out, parse, UsageError } from './one-shot.js';
-import type { Role } from './role.js';
 
 const time = (date: Date | null | undefined) => (date ? date.toISOString() : '-');
 const clock = (date: Date | null | undefined) => (date ? date.toISOString().slice(11, 23) : '-');

@@ -6,8 +6,10 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createDatabase } from '../adapters/postgres/database.js';
 import { ValidationError } from '../errors.js';
+import { CommandHandler } from '../eventstore/command-handler.js';
 import type { Database } from '../ports/database.js';
-import type { Role, RoleContext } from './role.js';
+import type { WakeupSignal } from '../ports/wakeups.js';
+import type { Role, RoleContext } from '../registry/role.js';
 
 export class UsageError extends ValidationError {}
 
@@ -52,4 +54,22 @@ export function oneShot(
       await db?.close();
     }
   };
+}
+
+/**
+ * The registered slices' services on a command's pool, with their ports as registered (a command uses
+ * the same services, and so the same adapters, as the API).
+ */
+export function servicesOn<Services>(
+  context: Pick<RoleContext, 'config' | 'registry'>,
+  db: Database,
+  options: { wakeups?: WakeupSignal } = {},
+): Services {
+  const { config } = context;
+  const handler = new CommandHandler(
+    options.wakeups
+      ? { db, pod: config.pod, wakeups: options.wakeups, wakeHorizonMs: config.scanner.pollMs }
+      : { db, pod: config.pod },
+  );
+  return context.registry.services({ db, handler, config }) as Services;
 }

@@ -1,27 +1,26 @@
 /**
- * The CLI's role table: one-shot commands (migrate, outbox, replay, verify, export, projections) and
- * the long-running roles — the generic ones (relay, scanner, worker, projector, maintenance), the HTTP
- * API (api) and those the registered aggregates add (tick). Every long-running role runs the same way:
+ * The CLI's role table: one-shot commands (migrate, outbox, replay, verify, export, projections,
+ * api-keys), the long-running roles — the generic ones (relay, scanner, worker, projector,
+ * maintenance), the HTTP API (api) and those the registered slices add (tick) — and the registered
+ * slices' own commands (campaigns, actions, cron-jobs, …). Every long-running role runs the same way:
  * a runtime of its own built from the config (`runRole`), stopped by the signal (SIGTERM/SIGINT) after
  * finishing in-flight work. `herald all` runs every one of them in one process.
  */
 import { createDatabase } from '../adapters/postgres/database.js';
 import { migrate } from '../adapters/postgres/migrator.js';
-import { apiRole } from '../api/api-role.js';
-import type { AggregateRegistry } from '../eventstore/registry.js';
+import { ValidationError } from '../errors.js';
 import { runOutboxCommand } from '../outbox/outbox-admin.js';
+import type { AggregateRegistry } from '../registry/registry.js';
+import type { Role, RoleContext, RoleDefinition } from '../registry/role.js';
+import { apiRole } from '../roles/api-role.js';
 import { maintenanceRole } from '../roles/maintenance-role.js';
 import { projectorRole } from '../roles/projector-role.js';
 import { relayRole } from '../roles/relay-role.js';
+import { runRole, runTogether } from '../roles/runtime.js';
 import { scannerRole } from '../roles/scanner-role.js';
 import { workerRole } from '../roles/worker-role.js';
-import { type RoleDefinition, runRole, runTogether } from '../runtime/runtime.js';
-import { actionRoles } from './action-commands.js';
 import { apiKeyRoles } from './api-key-commands.js';
-import { campaignRoles } from './campaign-commands.js';
-import { cronRoles } from './cron-commands.js';
 import { incidentRoles } from './incident-commands.js';
-import type { Role, RoleContext } from './role.js';
 
 async function migrateCommand({ config, logger, argv }: RoleContext): Promise<number> {
   const unknown = argv.filter((arg) => arg !== '--dry-run');
@@ -69,15 +68,27 @@ async function outboxCommand({ config, logger, args, options }: RoleContext): Pr
 
 /** The generic long-running roles, then those of the registered aggregates. */
 export function longRunningRoles(registry: AggregateRegistry): Record<string, RoleDefinition> {
-  return {
+  const roles: Record<string, RoleDefinition> = {
     relay: relayRole,
     scanner: scannerRole,
     worker: workerRole,
     projector: projectorRole,
     maintenance: maintenanceRole,
     api: apiRole,
-    ...registry.roles,
   };
+  return { ...roles, ...withoutClashes(roles, registry.roles) };
+}
+
+/** A slice's roles and commands may not shadow Herald's own. */
+function withoutClashes<T>(own: Record<string, unknown>, added: Readonly<Record<string, T>>) {
+  for (const name of Object.keys(added)) {
+    if (name in own) {
+      throw new ValidationError(`'${name}' of a registered slice clashes with Herald's own command`, {
+        command: name,
+      });
+    }
+  }
+  return added;
 }
 
 const longRunning =
@@ -89,7 +100,7 @@ const longRunning =
 
 export function roleTable(registry: AggregateRegistry): Record<string, Role> {
   const running = longRunningRoles(registry);
-  return {
+  const table: Record<string, Role> = {
     migrate: {
       summary: 'apply pending migrations (safe to run from several pods at once); --dry-run lists them',
       run: migrateCommand,
@@ -121,9 +132,8 @@ export function roleTable(registry: AggregateRegistry): Record<string, Role> {
       },
     },
     ...incidentRoles,
-    ...actionRoles,
-    ...cronRoles,
-    ...campaignRoles,
     ...apiKeyRoles,
   };
+  // The registered slices' commands come last.
+  return { ...table, ...withoutClashes(table, registry.commands) };
 }

@@ -8,50 +8,7 @@
  */
 import type { Decider, DomainEvent } from '../domain/decider.js';
 import type { OutboxMessageSpec } from '../outbox/outbox-writer.js';
-import type { SqlClient } from '../ports/database.js';
-
-export interface LoadOptions {
-  /**
-   * Lock the row for the rest of the transaction. Every writer that changes an existing stream takes
-   * this lock before it appends, so all writers lock in one order (state row, then the event's unique
-   * index entry) and never deadlock each other.
-   */
-  forUpdate?: boolean;
-}
-
-/** The inline projection of one aggregate type: its state table. */
-export interface StateStore<State> {
-  load(
-    sql: SqlClient,
-    streamId: string,
-    options?: LoadOptions,
-  ): Promise<{ state: State; version: number } | null>;
-  /**
-   * Inserts (expectedVersion 0) or updates the row guarded by `version = expectedVersion`;
-   * must throw ConcurrencyError when no row matched.
-   */
-  save(
-    sql: SqlClient,
-    streamId: string,
-    state: State,
-    version: number,
-    expectedVersion: number,
-  ): Promise<void>;
-  /**
-   * Several rows, keyed by the stream ids as given (absent: no row); with `forUpdate`, locked in a
-   * stable order (concurrent batches lock in one order). Consumers' batch forms use it.
-   */
-  loadMany?(
-    sql: SqlClient,
-    streamIds: readonly string[],
-    options?: LoadOptions,
-  ): Promise<Map<string, { state: State; version: number }>>;
-  /** Batch form of `save` for sweeps; each write guarded by its own expected version. */
-  saveMany?(
-    sql: SqlClient,
-    writes: readonly { streamId: string; state: State; version: number; expectedVersion: number }[],
-  ): Promise<void>;
-}
+import type { StateStore, StateTableMapping } from '../ports/state-store.js';
 
 /** A stream loaded (and locked) by a sweep query, ready for a batch of commands. */
 export interface LoadedStream<State> {
@@ -98,31 +55,44 @@ export function organizationOf<State>(
   return typeof id === 'string' ? id : null;
 }
 
-/** How a stream type's state rows are read and written by replay, verify and the sandbox. */
-export interface StateTableMapping<State, Event> {
-  /** The state table (in the configured schema); the sandbox creates one LIKE it. */
-  readonly table: string;
-  /** Validates a stored event (throws ValidationError: a malformed event in the log is corruption). */
-  parseEvent(raw: { type: string; data: unknown }): Event;
-  /** False for the initial "no such stream" state (nothing to store). */
-  exists(state: State): boolean;
-  /** State rows by stream id (the keys as `rowKey` spells them). */
-  loadRows(
-    sql: SqlClient,
-    streamIds: readonly string[],
-  ): Promise<Map<string, { state: State; version: number }>>;
-  /** Inserts folded states (into whatever `table` resolves to on the connection's search_path). */
-  insertRows(
-    sql: SqlClient,
-    rows: readonly { streamId: string; state: State; version: number }[],
-  ): Promise<void>;
-  /** Stream ids of rows no event explains (at most `limit`). */
-  rowsWithoutEvents(sql: SqlClient, limit: number): Promise<string[]>;
-  /** The key rows are stored under for a stream id (e.g. lower-case for uuid columns). Default: as is. */
-  rowKey?(streamId: string): string;
+/**
+ * How an aggregate's claims are fenced (invariant 5), declared once: which states hold a live claim,
+ * the claim's epoch, and where a destination records a message it refuses. The fenced handler
+ * (src/worker/fenced-handler.ts) derives its re-check, its refusal reasons and its discard record from
+ * this; the registry derives the discard side stream.
+ */
+export interface ClaimDeclaration<State> {
+  /** How reasons and discard records name the aggregate: `campaign`, `action`, `run`. */
+  readonly noun: string;
+  /** The message payload's field holding the stream id (`campaignId`); its epoch is `epoch`. */
+  readonly idField: string;
+  /** Statuses in which the claim is live: its messages are accepted only then (and with its epoch). */
+  readonly liveStatuses: readonly string[];
+  /** How a refusal names the live state (default: the live statuses joined with "or"). */
+  readonly liveLabel?: string;
+  /** The live claim's epoch in a state (default: its `claimEpoch` field). */
+  readonly epochOf?: (state: State) => number;
+  /** A refused message is recorded as one `eventType` event on `<streamType>/<message id>`. */
+  readonly discard: {
+    readonly streamType: string;
+    readonly eventType: string;
+    /** What the side stream holds (`herald verify` lists it). */
+    readonly description: string;
+    /** Payload fields the record keeps besides the stream id and epoch (e.g. a run's `jobId`). */
+    readonly keep?: readonly string[];
+  };
 }
 
 export interface AggregateDescriptor<State, Command, Event extends DomainEvent>
   extends Aggregate<State, Command, Event> {
   readonly stateTable: StateTableMapping<State, Event>;
+  /** Present when the aggregate is claimed and its claim's messages are fenced at a destination. */
+  readonly claim?: ClaimDeclaration<State>;
 }
+
+/** A descriptor whose claim is declared (what the fenced handler accepts). */
+export type ClaimedAggregate<State, Command, Event extends DomainEvent> = AggregateDescriptor<
+  State,
+  Command,
+  Event
+> & { readonly claim: ClaimDeclaration<State> };

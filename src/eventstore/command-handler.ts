@@ -13,11 +13,11 @@ import type { DomainEvent } from '../domain/decider.js';
 import { ConcurrencyError } from '../errors.js';
 import { currentTraceparent, inSpan, tracingOn } from '../observability/tracing.js';
 import { toOutboxRows, writeOutbox } from '../outbox/outbox-writer.js';
-import type { NewOutboxMessage } from '../outbox/types.js';
 import type { Database, SqlClient } from '../ports/database.js';
+import type { AppendedEvent, EventMeta } from '../ports/events.js';
+import type { NewOutboxMessage } from '../ports/outbox.js';
 import { channels, type WakeupSignal } from '../ports/wakeups.js';
 import { type Aggregate, type LoadedStream, organizationOf } from './aggregate.js';
-import type { AppendedEvent, EventMeta } from './types.js';
 
 export interface BatchResult<State, Event> {
   results: CommandResult<State, Event>[];

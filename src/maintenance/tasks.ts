@@ -19,14 +19,22 @@ import {
   pruneSkippedOutbox,
   pruneStreamEvents,
 } from '../adapters/postgres/retention-queries.js';
-import type { HeraldConfig } from '../config.js';
-import type { AggregateRegistry } from '../eventstore/registry.js';
 import { channels, type WakeupSignal } from '../ports/wakeups.js';
+import type { HeraldConfig } from '../settings/core.js';
 import type { MaintenanceTask } from './maintenance-service.js';
+
+/** What maintenance reads of a registry: side streams with a retention, and the slices' own tasks. */
+export interface MaintenanceSources {
+  readonly sideStreams: readonly {
+    readonly streamType: string;
+    readonly retentionDays?: (config: HeraldConfig) => number | undefined;
+  }[];
+  maintenanceTasks(config: HeraldConfig): MaintenanceTask[];
+}
 
 export function maintenanceTasks(
   config: HeraldConfig,
-  registry: AggregateRegistry,
+  registry: MaintenanceSources,
   wakeups: WakeupSignal,
 ): MaintenanceTask[] {
   const m = config.maintenance;

@@ -17,26 +17,12 @@
  * sink kinds, aggregate and sweeper names, queue and consumer names, lease and projection names.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import {
-  type LeaseAgeRow,
-  leaseAges,
-  type OutboxBacklogRow,
-  type OutboxDeadRow,
-  outboxBacklog,
-  outboxDead,
-  type ProjectionLagRow,
-  projectionLag,
-} from '../adapters/postgres/observability-queries.js';
-import type { Sink } from '../outbox/types.js';
-import type { SqlClient } from '../ports/database.js';
-import type { ProjectionSource } from '../projections/projection.js';
+import type { Sink } from '../ports/outbox.js';
 
 /** Claim, publish and mark latencies: milliseconds up to a few seconds (a lost broker: the confirm timeout). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 /** Due → claimed: milliseconds when the scanners keep up, minutes when they were down. */
 const DUE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
-/** A scrape's database queries give up after this long (Prometheus' default scrape timeout is 10 s). */
-const SCRAPE_QUERY_TIMEOUT_MS = 3_000;
 
 /** Every sink an outbox row can name: their backlog series are 0, not absent, when nothing is pending. */
 const SINKS: readonly Sink[] = ['amqp', 'kafka'];
@@ -79,17 +65,22 @@ export interface ConsumerMeters {
   count(outcome: ConsumerOutcome): void;
 }
 
-/** Where the scrape-time series come from: a database and the checkpoints whose lag to report. */
-export interface DatabaseSource {
-  readonly db: SqlClient;
-  readonly checkpoints: () => readonly { name: string; projection: string; source: ProjectionSource }[];
+/** What one scrape reads from the database (src/health/database-sample.ts reads it). */
+export interface DatabaseSample {
+  outbox: readonly { sink: string; pending: number; oldestAgeSeconds: number }[];
+  dead: readonly { sink: string; dead: number; parkedKeys: number }[];
+  leases: readonly { name: string; ageSeconds: number; held: boolean }[];
+  projections: readonly {
+    projection: string;
+    source: 'events' | 'receipts';
+    present: boolean;
+    lagSeconds: number;
+  }[];
 }
 
-interface DatabaseSample {
-  outbox: OutboxBacklogRow[];
-  dead: OutboxDeadRow[];
-  leases: LeaseAgeRow[];
-  projections: (ProjectionLagRow & { projection: string })[];
+/** Where the scrape-time series come from: null when the database does not answer in time. */
+export interface DatabaseSource {
+  sample(): Promise<DatabaseSample | null>;
 }
 
 export class HeraldMetrics {
@@ -358,43 +349,10 @@ export class HeraldMetrics {
   private sample(): Promise<DatabaseSample | null> {
     const source = this.sources.at(-1);
     if (!source) return Promise.resolve(null);
-    this.sampling ??= readSample(source).finally(() => {
+    this.sampling ??= source.sample().finally(() => {
       this.sampling = undefined;
     });
     return this.sampling;
-  }
-}
-
-async function readSample(source: DatabaseSource): Promise<DatabaseSample | null> {
-  const checkpoints = source.checkpoints();
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`no answer within ${SCRAPE_QUERY_TIMEOUT_MS} ms`)),
-      SCRAPE_QUERY_TIMEOUT_MS,
-    );
-  });
-  try {
-    const [outbox, dead, leases, lag] = await Promise.race([
-      Promise.all([
-        outboxBacklog(source.db),
-        outboxDead(source.db),
-        leaseAges(source.db),
-        projectionLag(source.db, checkpoints),
-      ]),
-      timeout,
-    ]);
-    const projectionOf = new Map(checkpoints.map((c) => [c.name, c.projection]));
-    return {
-      outbox,
-      dead,
-      leases,
-      projections: lag.map((row) => ({ ...row, projection: projectionOf.get(row.name) ?? row.name })),
-    };
-  } catch {
-    return null;
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -9,10 +9,10 @@
 import { randomUUID } from 'node:crypto';
 import { v5 as uuidV5 } from 'uuid';
 import { insertOutbox } from '../adapters/postgres/outbox-queries.js';
-import type { EventMeta } from '../eventstore/types.js';
 import { HEADER, type Headers } from '../messaging/headers.js';
 import type { SqlClient } from '../ports/database.js';
-import type { NewOutboxMessage, Sink } from './types.js';
+import type { EventMeta } from '../ports/events.js';
+import type { NewOutboxMessage, Sink } from '../ports/outbox.js';
 
 /** Herald's UUID v5 namespace for derived message ids. */
 const MESSAGE_ID_NAMESPACE = '0c9a1a44-5d0e-4a43-9d7e-5a6f3b0e7d21';

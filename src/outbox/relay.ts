@@ -38,7 +38,6 @@ import {
   releaseClaims,
   scheduleRetry,
 } from '../adapters/postgres/outbox-queries.js';
-import type { RelaySettings } from '../config.js';
 import { errorMessage, IllegalStateError } from '../errors.js';
 import { type Logger, silentLogger } from '../logger.js';
 import { HEADER } from '../messaging/headers.js';
@@ -54,6 +53,7 @@ import {
 } from '../observability/tracing.js';
 import type { Database } from '../ports/database.js';
 import type { MessageSink, OutboundMessage, PublishOutcome } from '../ports/message-sink.js';
+import type { ClaimedForPublish, Sink } from '../ports/outbox.js';
 import { channels, type WakeupListener, type WakeupSignal } from '../ports/wakeups.js';
 import {
   type BackoffSettings,
@@ -62,7 +62,7 @@ import {
   retryDelayMs,
 } from '../runtime/backoff.js';
 import { ServiceLoop } from '../runtime/service-loop.js';
-import type { ClaimedForPublish, Sink } from './types.js';
+import type { RelaySettings } from '../settings/core.js';
 
 /** The sinks this relay owns, by kind; it claims only rows for these. */
 export interface RelaySinks {

@@ -7,8 +7,8 @@
 import { SNAPSHOT_READ_ONLY } from '../adapters/postgres/cursor-queries.js';
 import { exportEvents } from '../adapters/postgres/event-queries.js';
 import { exportReceipts, type PublishReceipt } from '../adapters/postgres/receipt-queries.js';
-import type { StoredEvent } from '../eventstore/types.js';
 import type { Database } from '../ports/database.js';
+import type { StoredEvent } from '../ports/events.js';
 
 export interface ExportOptions {
   /** Inclusive lower bound, ISO 8601 with an offset; null: from the beginning. */

@@ -8,8 +8,8 @@
  */
 
 import type { PublishReceipt } from '../adapters/postgres/receipt-queries.js';
-import type { StoredEvent } from '../eventstore/types.js';
 import type { SqlClient } from '../ports/database.js';
+import type { StoredEvent } from '../ports/events.js';
 
 export type ProjectionSource = 'events' | 'receipts';
 

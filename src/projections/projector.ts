@@ -33,9 +33,9 @@ import {
 } from '../adapters/postgres/projection-queries.js';
 import { readReceiptsAfter } from '../adapters/postgres/receipt-queries.js';
 import { ConcurrencyError, errorMessage, IllegalStateError } from '../errors.js';
-import type { LogCursor } from '../eventstore/types.js';
 import { type Logger, silentLogger } from '../logger.js';
 import type { Database, SqlClient } from '../ports/database.js';
+import type { LogCursor } from '../ports/events.js';
 import { ServiceLoop } from '../runtime/service-loop.js';
 import {
   checkpointName,

@@ -21,10 +21,9 @@ import {
   outboxForEvents,
 } from '../adapters/postgres/replay-queries.js';
 import { NotFoundError, ValidationError } from '../errors.js';
-import type { AggregateRegistry } from '../eventstore/registry.js';
-import type { StoredEvent } from '../eventstore/types.js';
 import type { Database } from '../ports/database.js';
-import type { StateModel } from './state-models.js';
+import type { StoredEvent } from '../ports/events.js';
+import type { StateModel, StateModelCatalogue } from './state-models.js';
 
 export interface StreamRef {
   streamType: string;
@@ -118,7 +117,7 @@ export function foldEvents(
 
 export async function replayStream(
   db: Database,
-  registry: AggregateRegistry,
+  registry: StateModelCatalogue,
   ref: StreamRef,
 ): Promise<StreamReplay> {
   return db.transaction(async (tx) => {
@@ -225,7 +224,7 @@ export async function replayStream(
  */
 export async function stateAt(
   db: Database,
-  registry: AggregateRegistry,
+  registry: StateModelCatalogue,
   ref: StreamRef,
   at: string,
 ): Promise<StateAt> {

@@ -18,9 +18,9 @@ import {
   setLocalSearchPath,
 } from '../adapters/postgres/sandbox-queries.js';
 import { errorMessage, ValidationError } from '../errors.js';
-import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { Database } from '../ports/database.js';
 import { parseInstant } from './replay.js';
+import type { StateModelCatalogue } from './state-models.js';
 
 export interface SandboxOptions {
   /** ISO 8601 with Z or an offset: events recorded up to and including this instant. */
@@ -51,7 +51,7 @@ export interface SandboxResult {
 
 export async function buildSandbox(
   db: Database,
-  registry: AggregateRegistry,
+  registry: StateModelCatalogue,
   options: SandboxOptions,
 ): Promise<SandboxResult> {
   const started = Date.now();

@@ -1,14 +1,13 @@
 /**
- * State models: for every registered aggregate (src/eventstore/registry.ts builds one from each
- * descriptor), how to fold its events with the pure decider (parse, then `evolve`) and how to read and
+ * State models: for every registered aggregate (src/registry/ builds one from each descriptor), how to fold its events with the pure decider (parse, then `evolve`) and how to read and
  * write its rows, with the aggregate's types erased. Replay, verify and the point-in-time sandbox work
  * on any stream type with a state model, which is how invariant 8 ("folding a stream's events through
  * the pure evolve gives exactly its state row") is checked for every aggregate.
  */
 import type { Decider, DomainEvent } from '../domain/decider.js';
-import type { StateTableMapping } from '../eventstore/aggregate.js';
-import type { StoredEvent } from '../eventstore/types.js';
 import type { SqlClient } from '../ports/database.js';
+import type { StoredEvent } from '../ports/events.js';
+import type { StateTableMapping } from '../ports/state-store.js';
 
 /** A state row (or folded state) as plain fields, for field-by-field comparison and printing. */
 export type StateFields = Readonly<Record<string, unknown>>;
@@ -40,6 +39,18 @@ export interface StateModel {
   rowsWithoutEvents(sql: SqlClient, limit: number): Promise<string[]>;
   /** The key rows are stored under for a stream id. */
   rowKey(streamId: string): string;
+}
+
+/**
+ * The state models replay, verify, the sandbox and the API read: every stream type a registration
+ * claims (its aggregates' and side streams'), and the models of those with a state table.
+ */
+export interface StateModelCatalogue {
+  readonly stateModels: ReadonlyMap<string, StateModel>;
+  /** Every stream type a registration claims: aggregates and their side streams. */
+  readonly streamTypes: readonly string[];
+  /** The model of a stream type; throws ValidationError naming the known ones. */
+  stateModelFor(streamType: string): StateModel;
 }
 
 interface StateModelDefinition<State, Event extends DomainEvent> extends StateTableMapping<State, Event> {

@@ -17,10 +17,9 @@
 import { SNAPSHOT_READ_ONLY } from '../adapters/postgres/cursor-queries.js';
 import { distinctStreamTypes, readStream, scanStreams } from '../adapters/postgres/event-queries.js';
 import { errorMessage } from '../errors.js';
-import type { AggregateRegistry } from '../eventstore/registry.js';
-import type { StoredEvent } from '../eventstore/types.js';
 import type { Database, SqlClient } from '../ports/database.js';
-import type { StateFields, StateModel } from './state-models.js';
+import type { StoredEvent } from '../ports/events.js';
+import type { StateFields, StateModel, StateModelCatalogue } from './state-models.js';
 
 export interface EventRef {
   version: number;
@@ -104,7 +103,7 @@ const same = (a: unknown, b: unknown) => a === b || canonical(a) === canonical(b
 
 export async function verifyStates(
   db: Database,
-  registry: AggregateRegistry,
+  registry: StateModelCatalogue,
   options: VerifyOptions = {},
 ): Promise<VerifyReport> {
   const started = Date.now();

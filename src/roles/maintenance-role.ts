@@ -6,7 +6,8 @@
  */
 import { MaintenanceService } from '../maintenance/maintenance-service.js';
 import { maintenanceTasks } from '../maintenance/tasks.js';
-import { aborted, type RoleDefinition } from '../runtime/runtime.js';
+import type { RoleDefinition } from '../registry/role.js';
+import { aborted } from './runtime.js';
 
 export const maintenanceRole: RoleDefinition = {
   summary: 'upkeep: outbox recovery and pruning, receipt/inbox retention, key expiry, side-stream retention',

@@ -6,7 +6,8 @@
  * is a maintenance service: `herald maintenance`.)
  */
 import { Projector } from '../projections/projector.js';
-import { aborted, type RoleDefinition } from '../runtime/runtime.js';
+import type { RoleDefinition } from '../registry/role.js';
+import { aborted } from './runtime.js';
 
 export const projectorRole: RoleDefinition = {
   summary: 'asynchronous projections from the event log and publish receipts (one active replica each)',

@@ -21,7 +21,8 @@ import { KafkaSink } from '../adapters/kafka/kafka-sink.js';
 import { ConfigError } from '../errors.js';
 import { OutboxRelay, type RelaySinks } from '../outbox/relay.js';
 import type { MessageSink } from '../ports/message-sink.js';
-import { aborted, type RoleDefinition } from '../runtime/runtime.js';
+import type { RoleDefinition } from '../registry/role.js';
+import { aborted } from './runtime.js';
 
 function sinkReadiness(sink: MessageSink | undefined): { ok: boolean; detail: string } {
   if (!sink) return { ok: false, detail: 'starting: declaring the queues' };

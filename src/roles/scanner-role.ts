@@ -10,9 +10,10 @@
 import { CoalescingNotifier } from '../adapters/postgres/notifications.js';
 import { errorMessage } from '../errors.js';
 import { channels } from '../ports/wakeups.js';
-import { aborted, type RoleDefinition } from '../runtime/runtime.js';
+import type { RoleDefinition } from '../registry/role.js';
 import { Scanner } from '../scanner/scanner.js';
 import { type Consumer, consume } from '../worker/consume.js';
+import { aborted } from './runtime.js';
 
 export const scannerRole: RoleDefinition = {
   summary: 'claim due work of every registered aggregate into the outbox (any number of replicas)',

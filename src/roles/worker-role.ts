@@ -10,12 +10,13 @@
  * reconnecting to its broker).
  */
 import { ConfigError } from '../errors.js';
-import type { ConsumerDefinition } from '../eventstore/registry.js';
 import { channels } from '../ports/wakeups.js';
-import { aborted, type RoleDefinition, type Runtime } from '../runtime/runtime.js';
+import type { RoleDefinition, Runtime } from '../registry/role.js';
 import { Scanner } from '../scanner/scanner.js';
 import { type Consumer, consume } from '../worker/consume.js';
 import { consumeKafka } from '../worker/consume-kafka.js';
+import type { ConsumerDefinition } from '../worker/consumer-definition.js';
+import { aborted } from './runtime.js';
 
 function startConsumer(
   runtime: Runtime,

@@ -6,9 +6,9 @@
  * `retryDelayMs` old, and `<topic>.dead`.
  */
 import { KafkaConsumerTransport } from '../adapters/kafka/kafka-transport.js';
-import type { KafkaSecurity } from '../connections.js';
 import type { Logger } from '../logger.js';
 import type { Database } from '../ports/database.js';
+import type { KafkaSecurity } from '../settings/connections.js';
 import { type Consumer, DeliveryPolicy, type Handler, validateConsumerOptions } from './delivery-policy.js';
 
 export { deadTopicName, retryTopicName } from '../adapters/kafka/kafka-transport.js';

@@ -2,9 +2,11 @@
  * The fenced handler: the destination re-check of invariant 5, once for every consumer that acts on
  * a claim (the LINE delivery worker; action and job-run executors). A message carries the claim's
  * stream and epoch; before acting, the handler loads the stream and accepts the work only while it
- * is still in the claimed state *with that epoch*. Otherwise the message is a quiet, permanent
+ * is still in the claimed state *with that epoch*, as the aggregate's descriptor declares its claim
+ * (`claim`: live statuses, epoch, discard stream). Otherwise the message is a quiet, permanent
  * discard: an event on a side stream keyed by the message id records why (the aggregate itself is
- * not touched), and the inbox records `discarded`.
+ * not touched), and the inbox records `discarded`. The refusal reasons and the discard record are
+ * derived here from the declaration, so every claimed aggregate is fenced the same way.
  *
  * Accepted work runs inside the inbox transaction (invariant 4: its effects commit with the inbox row,
  * once), while a heartbeat refreshes the claim in transactions of its own so stale recovery leaves a
@@ -26,12 +28,12 @@
 import { appendEvents } from '../adapters/postgres/event-queries.js';
 import type { DomainEvent } from '../domain/decider.js';
 import { errorMessage, IllegalStateError, PermanentError } from '../errors.js';
-import type { Aggregate } from '../eventstore/aggregate.js';
+import type { AggregateDescriptor, ClaimDeclaration } from '../eventstore/aggregate.js';
 import type { CommandHandler } from '../eventstore/command-handler.js';
-import type { EventMeta, NewEvent } from '../eventstore/types.js';
 import type { Logger } from '../logger.js';
 import { inSpan } from '../observability/tracing.js';
 import type { SqlClient } from '../ports/database.js';
+import type { EventMeta, NewEvent } from '../ports/events.js';
 import type {
   BatchHandler,
   BatchingHandler,
@@ -60,16 +62,8 @@ export interface EffectContext<State, Payload> {
 export interface FencedHandlerDefinition<State, Command, Event extends DomainEvent, Payload, Result = void> {
   /** The consumer's name: the actor of every event it appends. */
   consumer: string;
-  aggregate: Aggregate<State, Command, Event>;
-  claimOf(payload: Payload): ClaimRef;
-  /** Null while `state` is the claim the message was produced by; otherwise why not (the discard reason). */
-  refusal(state: State | undefined, claim: ClaimRef): string | null;
-  /** Where refusals are recorded: `<streamType>/<message id>`, one event of `eventType`. */
-  discard: {
-    streamType: string;
-    eventType: string;
-    data(payload: Payload, state: State | undefined, reason: string): Record<string, unknown>;
-  };
+  /** The claimed aggregate: its descriptor's `claim` says what the re-check accepts. */
+  aggregate: AggregateDescriptor<State, Command, Event> & { readonly claim: ClaimDeclaration<State> };
   /** The work; what it returns is handed to `complete`. PermanentError → `fail`; other errors → `retry`. */
   effect(context: EffectContext<State, Payload>): Promise<Result>;
   /**
@@ -89,6 +83,57 @@ export interface FencedHandlerDefinition<State, Command, Event extends DomainEve
   retry?(claim: ClaimRef, error: Error, now: Date, state: State): Command;
 }
 
+/** The claim a message of `declaration`'s aggregate carries: its stream id field and `epoch`. */
+export function claimOf<State>(declaration: ClaimDeclaration<State>, payload: unknown): ClaimRef {
+  const fields = payload as Record<string, unknown>;
+  return { streamId: String(fields[declaration.idField]), epoch: Number(fields.epoch) };
+}
+
+const statusOf = (state: unknown) => (state as { status: string }).status;
+const epochIn = <State>(declaration: ClaimDeclaration<State>, state: State) =>
+  declaration.epochOf ? declaration.epochOf(state) : (state as { claimEpoch: number }).claimEpoch;
+
+/** Null while `state` holds the live claim `claim` was produced by; otherwise why not. */
+export function claimRefusal<State>(
+  aggregate: Pick<AggregateDescriptor<State, unknown, DomainEvent>, 'stateTable'> & {
+    readonly claim: ClaimDeclaration<State>;
+  },
+  state: State | undefined,
+  { epoch }: ClaimRef,
+): string | null {
+  const { claim } = aggregate;
+  if (state === undefined || !aggregate.stateTable.exists(state)) return `${claim.noun} not found`;
+  const status = statusOf(state);
+  if (!claim.liveStatuses.includes(status)) {
+    return `${claim.noun} is ${status}, not ${claim.liveLabel ?? claim.liveStatuses.join(' or ')}`;
+  }
+  const live = epochIn(claim, state);
+  if (live !== epoch) return `stale epoch ${epoch}: the live claim is epoch ${live}`;
+  return null;
+}
+
+/** The data of a discard record: the claim, the reason, and the state the re-check saw. */
+export function discardData<State>(
+  aggregate: Pick<AggregateDescriptor<State, unknown, DomainEvent>, 'stateTable'> & {
+    readonly claim: ClaimDeclaration<State>;
+  },
+  payload: unknown,
+  state: State | undefined,
+  reason: string,
+): Record<string, unknown> {
+  const { claim } = aggregate;
+  const fields = payload as Record<string, unknown>;
+  const exists = state !== undefined && aggregate.stateTable.exists(state);
+  return {
+    [claim.idField]: fields[claim.idField],
+    ...Object.fromEntries((claim.discard.keep ?? []).map((name) => [name, fields[name]])),
+    epoch: fields.epoch,
+    reason,
+    [`${claim.noun}Status`]: state === undefined ? null : statusOf(state),
+    [`${claim.noun}Epoch`]: exists ? epochIn(claim, state) : null,
+  };
+}
+
 export interface FencedHandlerDeps {
   handler: CommandHandler;
   logger: Logger;
@@ -105,7 +150,10 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
   definition: FencedHandlerDefinition<State, Command, Event, Payload, Result>,
   deps: FencedHandlerDeps,
 ): Handler<Payload> | BatchingHandler<Payload> {
-  const commands = deps.handler.for(definition.aggregate);
+  const { aggregate } = definition;
+  const commands = deps.handler.for(aggregate);
+  const claimOfMessage = (payload: Payload) => claimOf(aggregate.claim, payload);
+  const refusal = (state: State | undefined, claim: ClaimRef) => claimRefusal(aggregate, state, claim);
   const heartbeatMs = deps.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
   const metaOf = (message: ConsumedMessage<Payload>): EventMeta => ({
     ...(message.correlationId ? { correlationId: message.correlationId } : {}),
@@ -117,11 +165,11 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
     state: State | undefined,
     reason: string,
   ): NewEvent => ({
-    streamType: definition.discard.streamType,
+    streamType: aggregate.claim.discard.streamType,
     streamId: message.messageId,
     version: 1,
-    type: definition.discard.eventType,
-    data: definition.discard.data(message.payload, state, reason),
+    type: aggregate.claim.discard.eventType,
+    data: discardData(aggregate, message.payload, state, reason),
     meta: metaOf(message),
   });
   const logFor = (message: ConsumedMessage<Payload>, claim: ClaimRef) =>
@@ -146,11 +194,11 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
   };
 
   const single: Handler<Payload> = async (message, tx) => {
-    const claim = definition.claimOf(message.payload);
+    const claim = claimOfMessage(message.payload);
     const log = logFor(message, claim);
     const meta = metaOf(message);
-    const state = (await definition.aggregate.store.load(tx, claim.streamId))?.state;
-    const refused = definition.refusal(state, claim);
+    const state = (await aggregate.store.load(tx, claim.streamId))?.state;
+    const refused = refusal(state, claim);
     if (refused !== null || state === undefined) {
       return discard(tx, message, state, refused ?? 'not found', log);
     }
@@ -205,8 +253,8 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
       if (!(error instanceof IllegalStateError)) throw error;
       // The claim was revoked while the effect ran: nothing of it may stay.
       await tx.query(`rollback to savepoint ${EFFECT_SAVEPOINT}`);
-      const current = (await definition.aggregate.store.load(tx, claim.streamId))?.state;
-      return discard(tx, message, current, definition.refusal(current, claim) ?? errorMessage(error), log);
+      const current = (await aggregate.store.load(tx, claim.streamId))?.state;
+      return discard(tx, message, current, refusal(current, claim) ?? errorMessage(error), log);
     }
     if (failure === null) log.info('claim completed at the destination');
     else if (failure.kind === 'fail')
@@ -216,11 +264,11 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
   };
 
   const { effectMany } = definition;
-  const { loadMany } = definition.aggregate.store;
+  const { loadMany } = aggregate.store;
   if (!effectMany || !loadMany) return single;
 
   const batch: BatchHandler<Payload> = async (messages, tx) => {
-    const claims = messages.map((m) => definition.claimOf(m.payload));
+    const claims = messages.map((m) => claimOfMessage(m.payload));
     // Two messages for one stream: the second must see the first's outcome, so one at a time.
     if (new Set(claims.map((c) => c.streamId)).size !== claims.length) return null;
     const loaded = await loadMany(
@@ -234,7 +282,7 @@ export function fencedHandler<State, Command, Event extends DomainEvent, Payload
     for (const [index, message] of messages.entries()) {
       const claim = claims[index]!;
       const row = loaded.get(claim.streamId);
-      const reason = definition.refusal(row?.state, claim) ?? (row ? null : 'not found');
+      const reason = refusal(row?.state, claim) ?? (row ? null : 'not found');
       if (reason !== null || !row) {
         discards.push(discardEvent(message, row?.state, reason ?? 'not found'));
         outcomes.push({ discard: reason ?? 'not found' });

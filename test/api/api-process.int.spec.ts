@@ -57,7 +57,7 @@ describe('herald api', () => {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     let output = '';
-    child = spawn('node', ['--import', 'tsx', 'src/cli/main.ts', 'api'], {
+    child = spawn('node', ['--import', 'tsx', 'src/main.ts', 'api'], {
       env: {
         ...process.env,
         DATABASE_URL: t.url,

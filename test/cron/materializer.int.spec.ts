@@ -141,7 +141,7 @@ describe('cron materializer', () => {
     });
 
     const spawnScanner = () => {
-      const child = spawn('node', ['--import', 'tsx', 'src/cli/main.ts', 'scanner'], {
+      const child = spawn('node', ['--import', 'tsx', 'src/main.ts', 'scanner'], {
         env: {
           ...process.env,
           DATABASE_URL: t.url,

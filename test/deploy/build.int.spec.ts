@@ -1,7 +1,7 @@
 /**
  * `npm run build`'s output runs every role: the build's compiler settings (tsconfig.build.json) into a
  * scratch folder inside the repository (so dist/ of a working checkout is left alone and node_modules
- * still resolves), then `node <out>/cli/main.js <role> --help` for every role of the CLI's table:
+ * still resolves), then `node <out>/main.js <role> --help` for every role of the CLI's table:
  * exit 0 and the role's own usage line. Catches what only the compiled output gets wrong (an import
  * that resolves under tsx only, a file missing from src/).
  */
@@ -23,7 +23,7 @@ describe('the compiled build', () => {
       [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', OUT],
       { cwd: ROOT, stdio: 'inherit' },
     );
-    const main = join(OUT, 'cli', 'main.js');
+    const main = join(OUT, 'main.js');
     const usage = execFileSync(process.execPath, [main, '--help'], { encoding: 'utf8' });
     const roles = [...usage.matchAll(/^ {2}(\S+) {2,}/gm)].map((m) => m[1]!);
     expect(roles).toEqual(expect.arrayContaining(['migrate', 'scanner', 'relay', 'worker', 'api', 'tick']));

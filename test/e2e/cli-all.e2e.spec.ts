@@ -25,7 +25,7 @@ afterEach(async () => {
 });
 
 function herald(args: string[], env: Record<string, string>) {
-  const process_ = spawn('node', ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+  const process_ = spawn('node', ['--import', 'tsx', 'src/main.ts', ...args], {
     // `herald all` runs the HTTP API too: on any free port, so nothing else on the host is in its way.
     env: {
       ...process.env,

@@ -32,7 +32,7 @@ afterEach(async () => {
 });
 
 function herald(role: string, env: Record<string, string> = {}) {
-  const process_ = spawn('node', ['--import', 'tsx', 'src/cli/main.ts', role], {
+  const process_ = spawn('node', ['--import', 'tsx', 'src/main.ts', role], {
     env: {
       ...process.env,
       DATABASE_URL: proxy.url(t.url),

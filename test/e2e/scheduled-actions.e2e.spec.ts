@@ -224,7 +224,7 @@ describe('a worker killed mid-processing', () => {
     await locked;
     const action = await service.schedule(normalAction({ subjectId: 'dave' }));
 
-    child = spawn('node', ['--import', 'tsx', 'src/cli/main.ts', 'worker'], {
+    child = spawn('node', ['--import', 'tsx', 'src/main.ts', 'worker'], {
       env: {
         ...process.env,
         DATABASE_URL: t.url,

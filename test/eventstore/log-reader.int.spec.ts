@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendEvents, readLogAfter } from '../../src/adapters/postgres/event-queries.js';
-import { LOG_START, type LogCursor, type StoredEvent } from '../../src/eventstore/types.js';
+import { LOG_START, type LogCursor, type StoredEvent } from '../../src/ports/events.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { waitFor } from '../support/wait.js';
 

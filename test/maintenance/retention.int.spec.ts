@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendEvents } from '../../src/adapters/postgres/event-queries.js';
 import { TICK_STREAM_TYPE } from '../../src/aggregates/campaign/topology.js';
-import type { HeraldConfig } from '../../src/config.js';
+import type { HeraldSettings as HeraldConfig } from '../../src/config.js';
 import { toOutboxRows, writeOutbox } from '../../src/outbox/outbox-writer.js';
 import { maintenanceService } from '../support/maintenance.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';

@@ -17,7 +17,7 @@ afterAll(async () => t?.drop());
 describe('migrations', () => {
   it('two `herald migrate` processes at once both succeed and apply each file once', async () => {
     const env = { ...process.env, DATABASE_URL: t.url, HERALD_SCHEMA: 'herald', HERALD_LOG_LEVEL: 'silent' };
-    const cli = ['--import', 'tsx', 'src/cli/main.ts', 'migrate'];
+    const cli = ['--import', 'tsx', 'src/main.ts', 'migrate'];
     const [a, b] = await Promise.all([run('node', cli, { env }), run('node', cli, { env })]);
     const outputs = [a.stdout, b.stdout].join('\n');
     const files = await readMigrations();
@@ -52,7 +52,7 @@ describe('migrations', () => {
       HERALD_LOG_LEVEL: 'silent',
     };
     const files = await readMigrations();
-    const cli = ['--import', 'tsx', 'src/cli/main.ts', 'migrate', '--dry-run'];
+    const cli = ['--import', 'tsx', 'src/main.ts', 'migrate', '--dry-run'];
     const fresh = await run('node', cli, { env });
     expect(fresh.stdout.trim()).toBe(
       `would apply: ${files.map((f) => f.name).join(', ')} (already applied: 0)`,
@@ -75,7 +75,7 @@ describe('migrations', () => {
     const { rows } = await t.db.query<{ n: number }>('select count(*)::int as n from herald_dry.migration');
     expect(rows[0]!.n).toBe(files.length - 2);
 
-    const bad = await run('node', ['--import', 'tsx', 'src/cli/main.ts', 'migrate', '--dryrun'], {
+    const bad = await run('node', ['--import', 'tsx', 'src/main.ts', 'migrate', '--dryrun'], {
       env,
     }).catch((error: { code: number; stderr: string }) => error);
     expect(bad).toMatchObject({ code: 2, stderr: expect.stringContaining('unknown option --dryrun') });

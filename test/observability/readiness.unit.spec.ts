@@ -6,13 +6,13 @@ import { describe, expect, it } from 'vitest';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
-import { AggregateRegistry } from '../../src/eventstore/registry.js';
 import {
   evaluateLeases,
   evaluateProjections,
   leaseRequirements,
   ReadinessProbes,
-} from '../../src/observability/readiness.js';
+} from '../../src/health/readiness.js';
+import { AggregateRegistry } from '../../src/registry/registry.js';
 import { ledgerRegistration } from '../support/ledger-aggregate.js';
 
 const settings = { maxLeaseAgeSeconds: 60, inStartupGrace: false };

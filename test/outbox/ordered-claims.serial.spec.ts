@@ -18,8 +18,8 @@ import {
   requeueDead,
   scheduleRetry,
 } from '../../src/adapters/postgres/outbox-queries.js';
-import type { ClaimedForPublish } from '../../src/outbox/types.js';
 import type { SqlClient } from '../../src/ports/database.js';
+import type { ClaimedForPublish } from '../../src/ports/outbox.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { waitFor } from '../support/wait.js';
 import { keyNames, seedOrdered, writeOrdered } from './support/ordered-fixtures.js';

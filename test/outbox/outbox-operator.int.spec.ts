@@ -132,7 +132,7 @@ describe('herald outbox', () => {
     const head = await parkKey(2);
     const { stdout } = await run(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', 'outbox', 'parked', '--json'],
+      ['--import', 'tsx', 'src/main.ts', 'outbox', 'parked', '--json'],
       {
         cwd: REPO,
         timeout: 60_000,

@@ -5,7 +5,7 @@ import {
   factFromReceipt,
   tallyDispatchFacts,
 } from '../../src/aggregates/campaign/dispatch-stats.js';
-import type { StoredEvent } from '../../src/eventstore/types.js';
+import type { StoredEvent } from '../../src/ports/events.js';
 import { parseInstant, parseStreamRef } from '../../src/projections/replay.js';
 
 const A = '6f1c2a40-0000-4000-8000-000000000001';

@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AmqpConnection } from '../../src/adapters/amqp/amqp-connection.js';
 import { createDatabase } from '../../src/adapters/postgres/database.js';
 import { RedisLock } from '../../src/adapters/redis/redis-lock.js';
-import { type HeraldConfig, loadConfig } from '../../src/config.js';
+import type { HeraldSettings as HeraldConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config.js';
 import { BrokerUnavailableError } from '../../src/errors.js';
 import { uniqueName } from '../support/services.js';
 import {

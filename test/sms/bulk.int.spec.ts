@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countRecipientsByStatus, listRecipients } from '../../src/adapters/postgres/sms-queries.js';
 import { type BillingPort, PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
 import { smsBuildSweeper } from '../../src/aggregates/campaign/sms/build.js';
-import type { SmsSettings } from '../../src/config.js';
+import type { SmsSettings } from '../../src/aggregates/campaign/sms/settings.js';
 import type { BulkCampaignMeta } from '../../src/domain/sms/campaign-request.js';
 import { SmsValidationError } from '../../src/domain/sms/campaign-request.js';
 import type { IdempotencyKeyError } from '../../src/errors.js';

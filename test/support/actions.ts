@@ -7,7 +7,7 @@ import {
   ScheduledActionService,
 } from '../../src/aggregates/scheduled-action/service.js';
 import { actionSweeper } from '../../src/aggregates/scheduled-action/sweepers.js';
-import type { HeraldConfig } from '../../src/config.js';
+import type { HeraldSettings as HeraldConfig } from '../../src/config.js';
 import type { ActionDelivery } from '../../src/domain/scheduled-action.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { testLogger } from './roles.js';

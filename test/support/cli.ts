@@ -14,7 +14,7 @@ export function herald(t: Pick<TestDatabase, 'url' | 'schema'>, args: string[]):
   return new Promise((resolve) => {
     execFile(
       'node',
-      ['--import', 'tsx', 'src/cli/main.ts', ...args],
+      ['--import', 'tsx', 'src/main.ts', ...args],
       { env, maxBuffer: 64 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
@@ -36,7 +36,7 @@ export interface RunningHerald {
 
 /** Starts `herald <args>` as a child process with exactly `env` (nothing inherited beyond PATH and HOME). */
 export function spawnHerald(args: string[], env: Record<string, string>): RunningHerald {
-  const child = spawn('node', ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+  const child = spawn('node', ['--import', 'tsx', 'src/main.ts', ...args], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

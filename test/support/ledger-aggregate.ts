@@ -7,9 +7,10 @@
 
 import type { Decider } from '../../src/domain/decider.js';
 import { ConcurrencyError, IllegalStateError, ValidationError } from '../../src/errors.js';
-import type { AggregateDescriptor, StateStore } from '../../src/eventstore/aggregate.js';
-import { defineAggregate, type RegisteredAggregate } from '../../src/eventstore/registry.js';
+import type { AggregateDescriptor } from '../../src/eventstore/aggregate.js';
 import type { SqlClient } from '../../src/ports/database.js';
+import type { StateStore } from '../../src/ports/state-store.js';
+import { defineAggregate, type RegisteredAggregate } from '../../src/registry/module.js';
 
 export type LedgerState = { status: 'none' } | { status: 'open' | 'closed'; balance: number };
 export type LedgerCommand =

@@ -1,12 +1,12 @@
 /** One maintenance service by task name, on a test database, for tests that run upkeep explicitly. */
 import { heraldRegistry } from '../../src/aggregates/registry.js';
-import type { HeraldConfig } from '../../src/config.js';
-import type { AggregateRegistry } from '../../src/eventstore/registry.js';
+import type { HeraldSettings as HeraldConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { MaintenanceService } from '../../src/maintenance/maintenance-service.js';
 import { maintenanceTasks } from '../../src/maintenance/tasks.js';
 import type { Database } from '../../src/ports/database.js';
 import type { WakeupSignal } from '../../src/ports/wakeups.js';
+import type { AggregateRegistry } from '../../src/registry/registry.js';
 
 const noWakeups: WakeupSignal = { signal: () => {} };
 

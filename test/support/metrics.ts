@@ -1,5 +1,5 @@
 /** Reading a role endpoint over real HTTP: `/metrics` as samples, `/readyz` as its status and report. */
-import type { ReadinessReport } from '../../src/observability/readiness.js';
+import type { ReadinessReport } from '../../src/health/readiness.js';
 
 /** `name{labels} value` lines of a Prometheus text exposition, by `name{labels}`. */
 export function samples(text: string): Map<string, number> {

@@ -1,14 +1,15 @@
 /** Runs Herald's long-running roles in the test process, stopped through one AbortController. */
 import { heraldRegistry } from '../../src/aggregates/registry.js';
-import type { HeraldConfig } from '../../src/config.js';
-import type { AggregateRegistry } from '../../src/eventstore/registry.js';
+import type { HeraldSettings as HeraldConfig } from '../../src/config.js';
 import { createLogger, type Logger, silentLogger } from '../../src/logger.js';
+import type { AggregateRegistry } from '../../src/registry/registry.js';
+import type { RoleDefinition } from '../../src/registry/role.js';
 import { maintenanceRole } from '../../src/roles/maintenance-role.js';
 import { projectorRole } from '../../src/roles/projector-role.js';
 import { relayRole } from '../../src/roles/relay-role.js';
+import { runRole } from '../../src/roles/runtime.js';
 import { scannerRole } from '../../src/roles/scanner-role.js';
 import { workerRole } from '../../src/roles/worker-role.js';
-import { type RoleDefinition, runRole } from '../../src/runtime/runtime.js';
 
 export interface RunningRoles {
   stop(): Promise<void>;

@@ -7,7 +7,8 @@ import { randomBytes } from 'node:crypto';
 import { dropDatabase, recreateDatabase } from '../../src/adapters/postgres/admin.js';
 import { createDatabase } from '../../src/adapters/postgres/database.js';
 import { migrate } from '../../src/adapters/postgres/migrator.js';
-import { type HeraldConfig, loadConfig } from '../../src/config.js';
+import type { HeraldSettings as HeraldConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config.js';
 import type { Database } from '../../src/ports/database.js';
 
 export function requireEnv(name: 'DATABASE_URL' | 'AMQP_URL' | 'REDIS_URL' | 'KAFKA_BROKERS'): string {

@@ -17,8 +17,8 @@ import {
 import { smsDispatchSweeper } from '../../src/aggregates/campaign/sms/dispatch.js';
 import { SmsRecovery } from '../../src/aggregates/campaign/sms/recovery.js';
 import { smsRollupSweeper } from '../../src/aggregates/campaign/sms/rollup.js';
+import type { SmsSettings } from '../../src/aggregates/campaign/sms/settings.js';
 import { campaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
-import type { SmsSettings } from '../../src/config.js';
 import type { SmsCampaignFacts } from '../../src/domain/campaign.js';
 import { BillingUnavailableError, InsufficientBalanceError } from '../../src/errors.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';

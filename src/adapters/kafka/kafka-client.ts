@@ -18,10 +18,10 @@ import {
   logLevel,
   type RetryOptions,
 } from 'kafkajs';
-import type { KafkaSecurity } from '../../connections.js';
 import { ConfigError, errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { PublishFailure } from '../../ports/message-sink.js';
+import type { KafkaSecurity } from '../../settings/connections.js';
 import { readTlsFiles } from '../tls-files.js';
 
 export interface KafkaClientOptions {

@@ -15,10 +15,10 @@
  * kafkajs reconnects and re-joins by itself after a broker outage (its consumer restarts on crash).
  */
 import type { Consumer, IHeaders, KafkaMessage } from 'kafkajs';
-import type { KafkaSecurity } from '../../connections.js';
 import { BrokerUnavailableError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { HEADER } from '../../messaging/headers.js';
+import type { KafkaSecurity } from '../../settings/connections.js';
 import { createKafka } from './kafka-client.js';
 
 export interface KafkaDelivery {

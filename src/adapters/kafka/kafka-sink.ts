@@ -40,7 +40,6 @@ import {
   type RecordMetadata,
   type TopicMessages,
 } from 'kafkajs';
-import type { KafkaSecurity } from '../../connections.js';
 import type { Logger } from '../../logger.js';
 import { HEADER } from '../../messaging/headers.js';
 import type {
@@ -49,6 +48,7 @@ import type {
   PublishOutcome,
   SinkConnectionState,
 } from '../../ports/message-sink.js';
+import type { KafkaSecurity } from '../../settings/connections.js';
 import { classifyKafkaError, createKafka, type KafkaFailure } from './kafka-client.js';
 import { KafkaTopicAdmin, type TopicCreation } from './kafka-topics.js';
 

@@ -10,7 +10,7 @@
  * unsettled, its offset stays, and the message comes back. A waiting retry copy blocks only its retry
  * partition, never the main topic; retries trade the key's order for progress (as on RabbitMQ).
  */
-import type { KafkaSecurity } from '../../connections.js';
+
 import { BrokerUnavailableError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { HEADER } from '../../messaging/headers.js';
@@ -22,6 +22,7 @@ import type {
 } from '../../ports/consumer-transport.js';
 import type { OutboundMessage } from '../../ports/message-sink.js';
 import { abortableDelay, type BackoffSettings, retryDelayMs } from '../../runtime/backoff.js';
+import type { KafkaSecurity } from '../../settings/connections.js';
 import { createKafka } from './kafka-client.js';
 import { type KafkaDelivery, type KafkaDeliveryControl, KafkaTopicConsumer } from './kafka-consumer.js';
 import { KafkaSink } from './kafka-sink.js';

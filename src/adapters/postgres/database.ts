@@ -9,9 +9,9 @@
 import { createHash } from 'node:crypto';
 import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
-import type { PostgresSslMode } from '../../connections.js';
 import { ConfigError, DatabaseUnavailableError, HeraldError } from '../../errors.js';
 import type { Database, QueryResult, SqlClient, TransactionOptions } from '../../ports/database.js';
+import type { PostgresSslMode } from '../../settings/connections.js';
 import { readTlsFiles } from '../tls-files.js';
 
 // bigint (int8) columns arrive as strings by default; positions and ids stay well below 2^53.

@@ -6,8 +6,8 @@
  * took its position early but commits late is never skipped by a follower.
  */
 import { ConcurrencyError } from '../../errors.js';
-import type { AppendedEvent, EventMeta, LogCursor, NewEvent, StoredEvent } from '../../eventstore/types.js';
 import type { SqlClient } from '../../ports/database.js';
+import type { AppendedEvent, EventMeta, LogCursor, NewEvent, StoredEvent } from '../../ports/events.js';
 import { forEachBatch } from './cursor-queries.js';
 
 export const APPEND_EVENTS = `

@@ -10,8 +10,8 @@
  * may run late, twice, or concurrently. Every state change is guarded in its WHERE clause.
  */
 
-import type { Sink } from '../../outbox/types.js';
 import type { SqlClient } from '../../ports/database.js';
+import type { Sink } from '../../ports/outbox.js';
 
 /**
  * After heads were marked sent (or skipped): for each given key, its current head, if it is waiting,

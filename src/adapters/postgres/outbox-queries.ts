@@ -10,8 +10,8 @@
  * only touch rows still pending with the attempt number they claimed.
  */
 import type { Headers } from '../../messaging/headers.js';
-import type { ClaimedForPublish, NewOutboxMessage, Sink } from '../../outbox/types.js';
 import type { SqlClient } from '../../ports/database.js';
+import type { ClaimedForPublish, NewOutboxMessage, Sink } from '../../ports/outbox.js';
 
 export const INSERT_OUTBOX = `
   insert into outbox (message_id, event_position, sink, destination, routing_key, partition_key,

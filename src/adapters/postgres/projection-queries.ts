@@ -11,8 +11,8 @@
  * constants, never from input; they are still checked as plain identifiers.
  */
 import { IllegalStateError } from '../../errors.js';
-import type { LogCursor } from '../../eventstore/types.js';
 import type { SqlClient } from '../../ports/database.js';
+import type { LogCursor } from '../../ports/events.js';
 
 export const ENSURE_CHECKPOINT = `
   insert into projection_checkpoint (name) values ($1) on conflict (name) do nothing`;

@@ -6,8 +6,8 @@
  * by time range. Retention deletes old receipts, guarded by their age in the WHERE clause.
  */
 
-import type { LogCursor } from '../../eventstore/types.js';
 import type { SqlClient } from '../../ports/database.js';
+import type { LogCursor } from '../../ports/events.js';
 import { forEachBatch } from './cursor-queries.js';
 
 const RECEIPT_COLUMNS = `r.id, r.tx::text as tx, r.message_id, r.outbox_id, r.event_position, r.sink,

@@ -7,8 +7,8 @@
  * (invariant 8) — and the row ↔ state conversion (times as canonical ISO strings, absent as null).
  */
 import { ConcurrencyError } from '../../errors.js';
-import type { StateStore, StateTableMapping } from '../../eventstore/aggregate.js';
 import type { SqlClient } from '../../ports/database.js';
+import type { StateStore, StateTableMapping } from '../../ports/state-store.js';
 
 /** A column stored from a state field (read back into it), or computed from the state (write only). */
 export type StateColumn<State> =

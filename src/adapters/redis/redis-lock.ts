@@ -14,10 +14,10 @@
 import { createConnection, type Socket } from 'node:net';
 import { connect as connectTls, type TLSSocket } from 'node:tls';
 import { AbstractConnector, Redis, type RedisOptions } from 'ioredis';
-import type { TlsFiles } from '../../connections.js';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { retryDelayMs } from '../../runtime/backoff.js';
+import type { TlsFiles } from '../../settings/connections.js';
 import { readTlsFiles } from '../tls-files.js';
 
 export type SetOnceResult = 'acquired' | 'taken' | 'unavailable';

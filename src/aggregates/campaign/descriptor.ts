@@ -20,10 +20,12 @@ import {
   parseCampaignEvent,
 } from '../../domain/campaign.js';
 import { ValidationError } from '../../errors.js';
-import type { AggregateDescriptor, StateStore } from '../../eventstore/aggregate.js';
+import type { ClaimedAggregate } from '../../eventstore/aggregate.js';
 import { HEADER } from '../../messaging/headers.js';
 import { derivedMessageId, type OutboxMessageSpec } from '../../outbox/outbox-writer.js';
+import type { StateStore } from '../../ports/state-store.js';
 import { completionNoticesFor } from './sms/completion-notice.js';
+import { LINE_DELIVERY_STREAM_TYPE } from './topology.js';
 
 /** The payload seed 000's LINE delivery workers consume, plus the fencing epoch. */
 export interface LineDispatchPayload {
@@ -129,8 +131,21 @@ export function campaignDueAt(state: CampaignState): string | null {
   return null;
 }
 
-export const campaignAggregate: AggregateDescriptor<CampaignState, CampaignCommand, CampaignEvent> = {
+export const campaignAggregate: ClaimedAggregate<CampaignState, CampaignCommand, CampaignEvent> = {
   streamType: CAMPAIGN_STREAM_TYPE,
+  // Seed 000's destination re-check: a LINE dispatch message is delivered only while its campaign is
+  // DISPATCHING with the message's epoch.
+  claim: {
+    noun: 'campaign',
+    idField: 'campaignId',
+    liveStatuses: ['DISPATCHING'],
+    discard: {
+      streamType: LINE_DELIVERY_STREAM_TYPE,
+      eventType: 'LineDeliveryDiscarded',
+      description:
+        'LineDeliveryDiscarded: a message the destination re-check refused (stale epoch, not DISPATCHING)',
+    },
+  },
   decider: campaignDeciderWithDispatchPlans,
   store: campaignStore,
   messagesFor: ({ event, state }) => [

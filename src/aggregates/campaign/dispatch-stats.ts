@@ -20,8 +20,8 @@ import {
 } from '../../adapters/postgres/dispatch-stats-queries.js';
 import type { PublishReceipt } from '../../adapters/postgres/receipt-queries.js';
 import { CAMPAIGN_STREAM_TYPE, campaignDestination } from '../../domain/campaign.js';
-import type { StoredEvent } from '../../eventstore/types.js';
 import type { SqlClient } from '../../ports/database.js';
+import type { StoredEvent } from '../../ports/events.js';
 import type { Projection, ProjectionTarget } from '../../projections/projection.js';
 import { LINE_DELIVERY_STREAM_TYPE as DELIVERY_STREAM_TYPE } from './topology.js';
 

@@ -1,21 +1,32 @@
 /**
- * The campaign aggregate's registration (seed 000 whole-campaign LINE dispatch, and the lifecycle
- * seed 003's per-recipient campaigns share): its descriptor, the sweeper that claims due campaigns
- * and recovers stale claims, the SMS dispatch sweep (scanner) and CSV build sweep (worker), the LINE
- * delivery consumers, the queues and topics it publishes to, the tick queue that wakes the scanners,
- * its side streams, the dispatch_stats projection and the tick role.
+ * The campaign slice's registration (seed 000's whole-campaign LINE dispatch, and the lifecycle seed
+ * 003's per-recipient SMS campaigns share; ADR 0003, 0014, 0019, 0020): its descriptor (with its
+ * fenced claim), settings, ports, the sweeper that claims due campaigns and recovers stale claims, the
+ * SMS dispatch, delivery and recovery pollers (scanner) and CSV build sweep (worker), the LINE
+ * delivery and DLR consumers, its queues and topics, the tick queue that wakes the scanners, the tick
+ * side stream, the dispatch_stats projection, report retention, its services, routes, live-stream
+ * topic, CLI verbs, the tick role and its part of the demo.
  */
-
 import { pruneRolledUpReports } from '../../adapters/postgres/sms-delivery-queries.js';
-import { defineAggregate, defineConsumer } from '../../eventstore/registry.js';
+import { defineAggregate } from '../../registry/module.js';
+import { defineConsumer } from '../../worker/consumer-definition.js';
+import { campaignRoles } from './cli.js';
+import { campaignDashboardRoutes } from './dashboard-routes.js';
+import { campaignDemo } from './demo.js';
 import { campaignAggregate } from './descriptor.js';
 import { dispatchStatsProjection } from './dispatch-stats.js';
 import { LineDeliveryWorker, lineDispatchPayload } from './line-delivery.js';
-import { PostgresLedger } from './sms/billing.js';
+import { campaignPorts } from './ports.js';
+import { type CampaignServices, campaignRoutes } from './routes.js';
+import { CampaignService } from './service.js';
+import { campaignSettings } from './settings.js';
 import { smsBuildSweeper } from './sms/build.js';
 import { smsDispatchSweeper } from './sms/dispatch.js';
 import { SMS_DELIVERY_LEASES, smsDeliverySweepers, smsDlrConsumers } from './sms/pollers.js';
 import { SMS_RECOVERY_LEASES, smsRecoverySweepers } from './sms/recovery.js';
+import { smsCampaignRoutes } from './sms/routes.js';
+import { SmsCampaignService } from './sms/service.js';
+import { smsSettings } from './sms/settings.js';
 import { SMS_REPORTING_TOPIC, SMS_SUBMIT_TOPIC } from './sms/topology.js';
 import { campaignSweeper } from './sweepers.js';
 import { tickRole } from './tick.js';
@@ -31,17 +42,13 @@ import {
 
 export const campaignRegistration = defineAggregate({
   aggregate: campaignAggregate,
+  settings: [campaignSettings, smsSettings],
+  ports: campaignPorts,
   sideStreams: [
-    {
-      streamType: LINE_DELIVERY_STREAM_TYPE,
-      description:
-        'LineDeliveryDiscarded: a message the destination re-check refused (stale epoch, not DISPATCHING)',
-      effectsOfMessages: true,
-    },
     {
       streamType: TICK_STREAM_TYPE,
       description: 'CampaignTickEmitted: one per tick period, the event behind each process_campaign message',
-      retentionDays: (config) => config.maintenance.tickRetentionDays,
+      retentionDays: (config) => config.campaign.tickRetentionDays,
     },
   ],
   topology: {
@@ -72,25 +79,25 @@ export const campaignRegistration = defineAggregate({
         wakeups,
         logger,
         batchSize: config.scanner.batchSize,
-        staleClaimMs: config.scanner.staleClaimMs,
+        staleClaimMs: config.campaign.staleClaimMs,
         messageLostAfterMs: config.scanner.messageLostAfterMs,
         maxReclaimsPerPass: config.scanner.maxReclaimsPerPass,
       }),
       // After the campaign sweeper: a campaign it just claimed is dispatched in the same scanner pass.
       smsDispatchSweeper({ db, handler, wakeups, logger, settings: config.sms }),
-      // SMS part 2: DLR roll-up, retry dispatcher, refund retry poller, each under its lease.
+      // DLR roll-up, retry dispatcher, refund retry poller, each under its lease.
       ...smsDeliverySweepers(context),
-      // SMS part 2: cancellation settlement, expiry, stale recovery and DLR timeouts (`sms:recovery`).
+      // Cancellation settlement, expiry, stale recovery and DLR timeouts (`sms:recovery`).
       ...smsRecoverySweepers(context),
     ];
   },
-  workerSweepers: ({ config, db, handler, logger, wakeups }) => [
+  workerSweepers: ({ config, db, handler, logger, wakeups, ports }) => [
     smsBuildSweeper({
       db,
       handler,
       wakeups,
       logger,
-      billing: new PostgresLedger(db),
+      billing: ports.billing,
       settings: config.sms,
       owner: config.pod,
     }),
@@ -104,12 +111,36 @@ export const campaignRegistration = defineAggregate({
       handler: new LineDeliveryWorker({
         handler: context.handler,
         logger: context.logger,
-        heartbeatMs: context.config.scanner.heartbeatMs,
+        port: context.ports.lineDelivery,
+        heartbeatMs: context.config.campaign.heartbeatMs,
       }).handle,
     }),
-    // SMS part 2: delivery reports from the gateway (or the simulator) into sms_delivery_report.
+    // Delivery reports from the gateway (or the simulator) into sms_delivery_report.
     ...smsDlrConsumers(context),
   ],
   projections: [dispatchStatsProjection],
+  service: ({ config, db, handler, ports }): CampaignServices => ({
+    campaigns: new CampaignService({ db, handler }),
+    sms: new SmsCampaignService({
+      db,
+      handler,
+      billing: ports.billing,
+      routing: ports.routing,
+      settings: config.sms,
+      idempotencyTtlMs: config.api.idempotencyTtlMs,
+    }),
+  }),
+  api: {
+    routes: async (app, deps) => {
+      await app.register(campaignRoutes, deps);
+      await app.register(smsCampaignRoutes, deps);
+      await app.register(campaignDashboardRoutes, deps);
+    },
+    topics: { campaigns: [campaignAggregate.streamType, LINE_DELIVERY_STREAM_TYPE] },
+  },
+  cli: campaignRoles,
   roles: { tick: tickRole },
+  demo: campaignDemo,
 });
+
+export { CampaignService, type CampaignServiceDeps, type NewCampaign } from './service.js';

@@ -25,7 +25,7 @@ import {
   fencedHandler,
 } from '../../worker/fenced-handler.js';
 import { campaignAggregate, type LineDispatchPayload } from './descriptor.js';
-import { LINE_DELIVERY_CONSUMER, LINE_DELIVERY_STREAM_TYPE, LINE_QUEUES } from './topology.js';
+import { LINE_DELIVERY_CONSUMER, LINE_QUEUES } from './topology.js';
 
 export { DEFAULT_HEARTBEAT_MS };
 
@@ -72,25 +72,6 @@ export function lineDelivery(
   return {
     consumer: LINE_DELIVERY_CONSUMER,
     aggregate: campaignAggregate,
-    claimOf: (payload) => ({ streamId: payload.campaignId, epoch: payload.epoch }),
-    refusal(state, { epoch }) {
-      if (!state || state.status === 'NONE') return 'campaign not found';
-      if (state.status !== 'DISPATCHING') return `campaign is ${state.status}, not DISPATCHING`;
-      if (state.claimEpoch !== epoch)
-        return `stale epoch ${epoch}: the live claim is epoch ${state.claimEpoch}`;
-      return null;
-    },
-    discard: {
-      streamType: LINE_DELIVERY_STREAM_TYPE,
-      eventType: 'LineDeliveryDiscarded',
-      data: (payload, state, reason) => ({
-        campaignId: payload.campaignId,
-        epoch: payload.epoch,
-        reason,
-        campaignStatus: state?.status ?? null,
-        campaignEpoch: state && state.status !== 'NONE' ? state.claimEpoch : null,
-      }),
-    },
     effect: (context) => port.deliver(deliveryRecord(context), context.tx),
     ...(port.deliverMany
       ? {

@@ -18,8 +18,8 @@ import {
 } from '../../domain/campaign.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { AggregateCommands, CommandHandler, CommandResult } from '../../eventstore/command-handler.js';
-import type { EventMeta, StoredEvent } from '../../eventstore/types.js';
 import type { Database } from '../../ports/database.js';
+import type { EventMeta, StoredEvent } from '../../ports/events.js';
 import { campaignAggregate } from './descriptor.js';
 
 type Times = Date | string;

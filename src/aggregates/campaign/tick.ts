@@ -24,8 +24,10 @@ import type { Logger } from '../../logger.js';
 import { toOutboxRows, writeOutbox } from '../../outbox/outbox-writer.js';
 import type { Database } from '../../ports/database.js';
 import { channels, type WakeupSignal } from '../../ports/wakeups.js';
-import { aborted, type RoleDefinition, type Runtime } from '../../runtime/runtime.js';
+import type { RoleDefinition, Runtime } from '../../registry/role.js';
+import { aborted } from '../../roles/runtime.js';
 import { ServiceLoop } from '../../runtime/service-loop.js';
+import type { CampaignConfig } from './settings.js';
 import { PROCESS_CAMPAIGN_QUEUE, TICK_STREAM_TYPE } from './topology.js';
 
 export const TICK_EVENT_TYPE = 'CampaignTickEmitted';
@@ -213,9 +215,9 @@ export class CampaignTick {
  * `herald tick`: runs the loop on the role's runtime until `signal` aborts. Without REDIS_URL it
  * runs in fallback mode (every replica writes; the database keeps one tick per minute).
  */
-export const tickRole: RoleDefinition = {
+export const tickRole: RoleDefinition<CampaignConfig> = {
   summary: 'publish one tick per minute to process_campaign (Redis SET NX; the event log de-duplicates)',
-  async run(runtime: Runtime, signal: AbortSignal): Promise<void> {
+  async run(runtime: Runtime<CampaignConfig>, signal: AbortSignal): Promise<void> {
     const { config, logger } = runtime;
     let lock: RedisLock | null = null;
     if (config.redis) {
@@ -232,12 +234,12 @@ export const tickRole: RoleDefinition = {
       lock,
       wakeups: runtime.notifier,
       logger,
-      keyPrefix: config.tickKeyPrefix,
+      keyPrefix: config.campaign.tickKeyPrefix,
       pod: config.pod,
     });
     try {
       tick.start();
-      logger.info({ keyPrefix: config.tickKeyPrefix, redis: lock !== null }, 'tick role started');
+      logger.info({ keyPrefix: config.campaign.tickKeyPrefix, redis: lock !== null }, 'tick role started');
       await aborted(signal);
     } finally {
       await tick.stop();

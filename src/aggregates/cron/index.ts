@@ -1,39 +1,46 @@
 /**
- * The cron aggregates' registrations (seed 004): `cron_job` (the schedule; its materializer sweep in
- * `herald scanner`, the cron_events queue its runs' messages go to) and `job_run` (one run per
- * occurrence and trigger; its sweeps — retries, buffer releases, cancellations, stale recovery — and
- * the executors in `herald worker`, with the side stream of their destination re-check's discards).
+ * The cron slice's registration (seed 004, ADR 0011, ADR 0020): `cron_job` (the schedule; its
+ * materializer sweep in `herald scanner`, the cron_events queue its runs' messages go to) and
+ * `job_run` (one run per occurrence and trigger, its claim fenced at the executors; its sweeps —
+ * retries, buffer releases, cancellations, stale recovery — and the executors in `herald worker`),
+ * with its settings, ports (the HTTP client and mailer the executors use), service, routes,
+ * live-stream topic, CLI verb and demo.
  */
-
 import { UndiciHttpClient } from '../../adapters/http/undici-http-client.js';
 import { NodemailerMailer } from '../../adapters/smtp/nodemailer-mailer.js';
-import { defineAggregate, defineConsumer } from '../../eventstore/registry.js';
+import type { HttpClient, Mailer } from '../../ports/job-executor.js';
+import { defineModule } from '../../registry/module.js';
+import { defineConsumer } from '../../worker/consumer-definition.js';
+import { DEFAULT_HEARTBEAT_MS } from '../../worker/fenced-handler.js';
+import { cronRoles } from './cli.js';
+import { cronDemo } from './demo.js';
 import { cronExecutor } from './executors.js';
 import { cronJobAggregate } from './job-descriptor.js';
+import { type CronServices, cronRoutes } from './routes.js';
 import { jobRunAggregate } from './run-descriptor.js';
 import { runExecutionHandler, runMessagePayload } from './run-execution.js';
+import { CronService } from './service.js';
+import { type CronConfig, cronSettings } from './settings.js';
 import { cronJobSweeper, jobRunSweeper } from './sweepers.js';
-import { CRON_DELIVERY_STREAM_TYPE, CRON_EVENTS_QUEUE, CRON_EXECUTOR_CONSUMER } from './topology.js';
+import { CRON_EVENTS_QUEUE, CRON_EXECUTOR_CONSUMER } from './topology.js';
 
-export const cronJobRegistration = defineAggregate({
-  aggregate: cronJobAggregate,
+export const cronRegistration = defineModule({
+  name: 'cron',
+  aggregates: [cronJobAggregate, jobRunAggregate],
+  settings: [cronSettings],
+  ports: {
+    http: ({ config }: { config: CronConfig }): HttpClient =>
+      new UndiciHttpClient({
+        allowPrivateTargets: config.cron.allowPrivateTargets,
+        allowedHosts: config.cron.allowedHosts,
+      }),
+    /** Unset HERALD_SMTP_URL: email jobs fail permanently. */
+    mailer: ({ config }: { config: CronConfig }): Mailer | undefined =>
+      config.cron.smtpUrl ? new NodemailerMailer(config.cron.smtpUrl) : undefined,
+  },
   topology: { amqpQueues: [CRON_EVENTS_QUEUE] },
   sweepers: ({ config, db, handler, logger, wakeups }) => [
     cronJobSweeper({ db, handler, logger, wakeups, batchSize: config.scanner.batchSize }),
-  ],
-});
-
-export const jobRunRegistration = defineAggregate({
-  aggregate: jobRunAggregate,
-  sideStreams: [
-    {
-      streamType: CRON_DELIVERY_STREAM_TYPE,
-      description:
-        'JobRunMessageDiscarded: a cron_events message the destination re-check refused (stale epoch, run no longer queued)',
-      effectsOfMessages: true,
-    },
-  ],
-  sweepers: ({ config, db, handler, logger, wakeups }) => [
     jobRunSweeper({
       db,
       handler,
@@ -45,37 +52,45 @@ export const jobRunRegistration = defineAggregate({
       maxReclaimsPerPass: config.scanner.maxReclaimsPerPass,
     }),
   ],
-  consumers: ({ config, handler, logger }) => {
-    const executor = cronExecutor({
-      http: new UndiciHttpClient({
-        allowPrivateTargets: config.cron.allowPrivateTargets,
-        allowedHosts: config.cron.allowedHosts,
-      }),
-      mailer: config.cron.smtpUrl ? new NodemailerMailer(config.cron.smtpUrl) : undefined,
-      mailFrom: config.cron.smtpFrom,
-      outputMaxBytes: config.cron.outputMaxBytes,
-    });
-    return [
-      defineConsumer({
-        consumer: CRON_EXECUTOR_CONSUMER,
-        transport: 'amqp',
-        sources: [CRON_EVENTS_QUEUE],
-        parse: (payload) => runMessagePayload.parse(payload),
-        handler: runExecutionHandler({
-          handler,
-          logger,
-          executor,
-          maxTimeoutMs: config.cron.maxTimeoutMs,
-          // Refreshes the claim of a long job well within the stale-run window.
-          heartbeatMs: Math.min(config.scanner.heartbeatMs, Math.floor(config.cron.staleRunMs / 3)),
+  consumers: ({ config, handler, logger, ports }) => [
+    defineConsumer({
+      consumer: CRON_EXECUTOR_CONSUMER,
+      transport: 'amqp',
+      sources: [CRON_EVENTS_QUEUE],
+      parse: (payload) => runMessagePayload.parse(payload),
+      handler: runExecutionHandler({
+        handler,
+        logger,
+        executor: cronExecutor({
+          http: ports.http,
+          mailer: ports.mailer,
+          mailFrom: config.cron.smtpFrom,
+          outputMaxBytes: config.cron.outputMaxBytes,
         }),
-        prefetch: config.cron.executorConcurrency,
+        maxTimeoutMs: config.cron.maxTimeoutMs,
+        // Refreshes the claim of a long job well within the stale-run window.
+        heartbeatMs: Math.min(DEFAULT_HEARTBEAT_MS, Math.floor(config.cron.staleRunMs / 3)),
       }),
-    ];
+      prefetch: config.cron.executorConcurrency,
+    }),
+  ],
+  service: ({ config, db, handler }): CronServices => ({
+    cron: new CronService({
+      db,
+      handler,
+      settings: {
+        defaultTimeoutMs: config.cron.defaultTimeoutMs,
+        maxTimeoutMs: config.cron.maxTimeoutMs,
+        backfillMax: config.cron.backfillMax,
+      },
+    }),
+  }),
+  api: {
+    routes: cronRoutes,
+    topics: { cron: [cronJobAggregate.streamType, jobRunAggregate.streamType] },
   },
+  cli: cronRoles,
+  demo: cronDemo,
 });
-
-/** Both, in registry order. */
-export const cronRegistrations = [cronJobRegistration, jobRunRegistration] as const;
 
 export { CronService, type CronServiceDeps, type CronServiceSettings, type NewCronJob } from './service.js';

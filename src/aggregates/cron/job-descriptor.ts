@@ -14,7 +14,8 @@ import {
   cronJobDecider,
   parseCronJobEvent,
 } from '../../domain/cron-job.js';
-import type { AggregateDescriptor, StateStore } from '../../eventstore/aggregate.js';
+import type { AggregateDescriptor } from '../../eventstore/aggregate.js';
+import type { StateStore } from '../../ports/state-store.js';
 import { canonicalJson } from './canonical.js';
 
 const backed = tableBackedState<CronJobState, CronJobEvent>(cronJobTable, parseCronJobEvent);

@@ -9,8 +9,8 @@ import type { CronJobEvent, CronJobState, ExistingCronJob } from '../../domain/c
 import type { JobRunCommand, JobRunEvent } from '../../domain/job-run.js';
 import { type CreateRun, type JobRunState, runIdFor } from '../../domain/job-run.js';
 import type { AggregateCommands, CommandResult } from '../../eventstore/command-handler.js';
-import type { EventMeta } from '../../eventstore/types.js';
 import type { SqlClient } from '../../ports/database.js';
+import type { EventMeta } from '../../ports/events.js';
 
 export type RunSpec = Omit<CreateRun, 'type' | 'now'> & { runId: string };
 

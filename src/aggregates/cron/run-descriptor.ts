@@ -15,11 +15,12 @@ import {
   jobRunDecider,
   parseJobRunEvent,
 } from '../../domain/job-run.js';
-import type { AggregateDescriptor, StateStore } from '../../eventstore/aggregate.js';
+import type { ClaimedAggregate } from '../../eventstore/aggregate.js';
 import { HEADER } from '../../messaging/headers.js';
 import { derivedMessageId, type OutboxMessageSpec } from '../../outbox/outbox-writer.js';
+import type { StateStore } from '../../ports/state-store.js';
 import { canonicalJson } from './canonical.js';
-import { CRON_EVENTS_QUEUE } from './topology.js';
+import { CRON_DELIVERY_STREAM_TYPE, CRON_EVENTS_QUEUE } from './topology.js';
 
 /** What an executor consumes from `cron_events`. */
 export interface RunMessagePayload {
@@ -105,8 +106,23 @@ export function runDueAt(state: JobRunState): string | null {
   }
 }
 
-export const jobRunAggregate: AggregateDescriptor<JobRunState, JobRunCommand, JobRunEvent> = {
+export const jobRunAggregate: ClaimedAggregate<JobRunState, JobRunCommand, JobRunEvent> = {
   streamType: JOB_RUN_STREAM_TYPE,
+  // A cron_events message executes its run only while the run is queued (or running, its start
+  // recorded) with the message's epoch.
+  claim: {
+    noun: 'run',
+    idField: 'runId',
+    liveStatuses: ['queued', 'running'],
+    liveLabel: 'queued',
+    discard: {
+      streamType: CRON_DELIVERY_STREAM_TYPE,
+      eventType: 'JobRunMessageDiscarded',
+      description:
+        'JobRunMessageDiscarded: a cron_events message the destination re-check refused (stale epoch, run no longer queued)',
+      keep: ['jobId'],
+    },
+  },
   decider: jobRunDecider,
   store: jobRunStore,
   messagesFor: ({ event, state }) => runMessagesFor(event, state),

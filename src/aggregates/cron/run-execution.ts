@@ -26,7 +26,7 @@ import type { Handler } from '../../worker/delivery-policy.js';
 import { type FencedHandlerDefinition, fencedHandler } from '../../worker/fenced-handler.js';
 import { cronJobStore } from './job-descriptor.js';
 import { jobRunAggregate, type RunMessagePayload } from './run-descriptor.js';
-import { CRON_DELIVERY_STREAM_TYPE, CRON_EXECUTOR_CONSUMER } from './topology.js';
+import { CRON_EXECUTOR_CONSUMER } from './topology.js';
 
 /** The job type is a plain string here: an unknown one is dead-lettered by the handler, not rejected by parse. */
 export const runMessagePayload = z.strictObject({
@@ -74,27 +74,6 @@ export function runExecution(
   return {
     consumer: CRON_EXECUTOR_CONSUMER,
     aggregate: jobRunAggregate,
-    claimOf: (payload) => ({ streamId: payload.runId, epoch: payload.epoch }),
-    refusal(state, { epoch }) {
-      if (!state || state.status === 'NONE') return 'run not found';
-      if (state.status !== 'queued' && state.status !== 'running')
-        return `run is ${state.status}, not queued`;
-      if (state.claimEpoch !== epoch)
-        return `stale epoch ${epoch}: the live claim is epoch ${state.claimEpoch}`;
-      return null;
-    },
-    discard: {
-      streamType: CRON_DELIVERY_STREAM_TYPE,
-      eventType: 'JobRunMessageDiscarded',
-      data: (payload, state, reason) => ({
-        runId: payload.runId,
-        jobId: payload.jobId,
-        epoch: payload.epoch,
-        reason,
-        runStatus: state?.status ?? null,
-        runEpoch: state && state.status !== 'NONE' ? state.claimEpoch : null,
-      }),
-    },
     async effect({ message, claim, state, tx, log }): Promise<Outcome> {
       if (state.status === 'NONE') throw new Error('unreachable: refused above');
       const job = (await cronJobStore.load(tx, state.jobId))?.state;

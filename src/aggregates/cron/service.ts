@@ -36,8 +36,8 @@ import {
   type CommandResult,
   databaseNow,
 } from '../../eventstore/command-handler.js';
-import type { EventMeta, StoredEvent } from '../../eventstore/types.js';
 import type { Database, SqlClient } from '../../ports/database.js';
+import type { EventMeta, StoredEvent } from '../../ports/events.js';
 import { cronJobAggregate } from './job-descriptor.js';
 import { buildLedger, type LedgerEntry, upcomingOccurrences } from './ledger.js';
 import { createRunsInTransaction } from './run-creation.js';

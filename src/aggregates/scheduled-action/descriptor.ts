@@ -29,10 +29,10 @@ import {
   type ScheduledActionState,
   scheduledActionDecider,
 } from '../../domain/scheduled-action.js';
-import type { AggregateDescriptor } from '../../eventstore/aggregate.js';
+import type { AggregateDescriptor, ClaimedAggregate } from '../../eventstore/aggregate.js';
 import { HEADER } from '../../messaging/headers.js';
 import { derivedMessageId, type OutboxMessageSpec } from '../../outbox/outbox-writer.js';
-import { ACTION_EXECUTE_QUEUE, SCHEDULED_ACTION_FIRE_QUEUE } from './topology.js';
+import { ACTION_EXECUTE_QUEUE, ACTION_FIRE_STREAM_TYPE, SCHEDULED_ACTION_FIRE_QUEUE } from './topology.js';
 
 /** The fire message: which claim to run. */
 export interface ActionFirePayload {
@@ -135,12 +135,24 @@ const actionTable = tableBackedState<ScheduledActionState, ScheduledActionEvent>
   parseScheduledActionEvent,
 );
 
-export const scheduledActionAggregate: AggregateDescriptor<
+export const scheduledActionAggregate: ClaimedAggregate<
   ScheduledActionState,
   ScheduledActionCommand,
   ScheduledActionEvent
 > = {
   streamType: SCHEDULED_ACTION_STREAM_TYPE,
+  // A fire message runs its action only while the action is processing with the message's epoch.
+  claim: {
+    noun: 'action',
+    idField: 'actionId',
+    liveStatuses: ['processing'],
+    discard: {
+      streamType: ACTION_FIRE_STREAM_TYPE,
+      eventType: 'ActionFireDiscarded',
+      description:
+        'ActionFireDiscarded: a fire message the destination re-check refused (stale epoch, not processing)',
+    },
+  },
   decider: scheduledActionDecider,
   store: actionTable.store,
   stateTable: actionTable.stateTable,

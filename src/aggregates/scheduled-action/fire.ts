@@ -10,7 +10,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import type { ActionSettings } from '../../config.js';
 import type {
   ExistingAction,
   ScheduledActionCommand,
@@ -26,7 +25,8 @@ import type { ConsumedMessage, Handler } from '../../worker/delivery-policy.js';
 import { type FencedHandlerDefinition, fencedHandler } from '../../worker/fenced-handler.js';
 import { type ActionFirePayload, fireMessageId, scheduledActionAggregate } from './descriptor.js';
 import { type ActionPorts, defaultActionPorts, type ProcessOutcome, processAction } from './processing.js';
-import { ACTION_FIRE_CONSUMER, ACTION_FIRE_STREAM_TYPE, ACTION_RUNNER_ACTOR } from './topology.js';
+import type { ActionSettings } from './settings.js';
+import { ACTION_FIRE_CONSUMER, ACTION_RUNNER_ACTOR } from './topology.js';
 
 export const actionFirePayload = z.strictObject({
   actionId: z.uuid(),
@@ -50,25 +50,6 @@ export function actionFire(
   return {
     consumer,
     aggregate: scheduledActionAggregate,
-    claimOf: (payload) => ({ streamId: payload.actionId, epoch: payload.epoch }),
-    refusal(state, { epoch }) {
-      if (!state || state.status === 'NONE') return 'action not found';
-      if (state.status !== 'processing') return `action is ${state.status}, not processing`;
-      if (state.claimEpoch !== epoch)
-        return `stale epoch ${epoch}: the live claim is epoch ${state.claimEpoch}`;
-      return null;
-    },
-    discard: {
-      streamType: ACTION_FIRE_STREAM_TYPE,
-      eventType: 'ActionFireDiscarded',
-      data: (payload, state, reason) => ({
-        actionId: payload.actionId,
-        epoch: payload.epoch,
-        reason,
-        actionStatus: state?.status ?? null,
-        actionEpoch: state && state.status !== 'NONE' ? state.claimEpoch : null,
-      }),
-    },
     effect: ({ state, tx }) => processAction(state as ExistingAction, tx, ports),
     // The batch form: several claims in one transaction (a transient failure in any sends the batch
     // through the single form, where it becomes that action's retry).

@@ -1,24 +1,35 @@
 /**
- * The scheduled-action aggregate's registration (seed 002): the action and signal descriptors, the
- * sweeper that claims due actions (in `herald scanner` with queue dispatch, in `herald worker` with
- * in-process dispatch) and recovers stale ones, the fire consumer, the queues it publishes to and the
- * side stream of fire discards.
+ * The scheduled-action slice's registration (seed 002, ADR 0010, ADR 0020): the action and signal
+ * descriptors (the action's claim fenced at its fire consumer), its settings and ports (conditions,
+ * subjects, the executor), the sweeper that claims due actions (in `herald scanner` with queue
+ * dispatch, in `herald worker` with in-process dispatch) and recovers stale ones, the fire consumer,
+ * its queues, its service, routes (with the dashboard's signal look-up), live-stream topic, CLI verb
+ * and demo.
  */
 
-import type { AggregateContext } from '../../eventstore/registry.js';
-import { defineAggregate, defineConsumer } from '../../eventstore/registry.js';
+import type { AggregateContext } from '../../registry/module.js';
+import { defineModule } from '../../registry/module.js';
+import { defineConsumer } from '../../worker/consumer-definition.js';
+import { actionRoles } from './cli.js';
+import { actionsDemo } from './demo.js';
 import { actionSignalAggregate, scheduledActionAggregate } from './descriptor.js';
 import { actionFireHandler, actionFirePayload, inProcessRunner } from './fire.js';
+import { type ActionPorts, defaultActionPorts } from './processing.js';
+import { type ActionServices, actionRoutes } from './routes.js';
+import { ScheduledActionService } from './service.js';
+import { type ActionsConfig, actionSettings } from './settings.js';
+import { signalLookupRoutes } from './signal-routes.js';
 import { actionSweeper } from './sweepers.js';
 import {
   ACTION_FIRE_CONSUMER,
-  ACTION_FIRE_STREAM_TYPE,
   ACTION_QUEUES,
   ACTION_RUNNER_ACTOR,
   SCHEDULED_ACTION_FIRE_QUEUE,
 } from './topology.js';
 
-function sweeperFor({ config, db, handler, logger, wakeups }: AggregateContext) {
+type ActionContext = AggregateContext<ActionsConfig, ActionPorts>;
+
+function sweeperFor({ config, db, handler, logger, wakeups, ports }: ActionContext) {
   const { actions, scanner } = config;
   const inProcess = actions.dispatch === 'in-process';
   return actionSweeper({
@@ -39,41 +50,48 @@ function sweeperFor({ config, db, handler, logger, wakeups }: AggregateContext) 
             logger: logger.child({ consumer: ACTION_RUNNER_ACTOR }),
             settings: actions,
             concurrency: actions.concurrency,
+            ports,
           }),
         }
       : {}),
   });
 }
 
-export const scheduledActionRegistration = defineAggregate({
-  aggregate: scheduledActionAggregate,
-  sideStreams: [
-    {
-      streamType: ACTION_FIRE_STREAM_TYPE,
-      description:
-        'ActionFireDiscarded: a fire message the destination re-check refused (stale epoch, not processing)',
-      effectsOfMessages: true,
-    },
-  ],
+export const scheduledActionRegistration = defineModule({
+  name: 'scheduled-action',
+  aggregates: [scheduledActionAggregate, actionSignalAggregate],
+  settings: [actionSettings],
+  ports: {
+    conditions: () => defaultActionPorts.conditions,
+    subjects: () => defaultActionPorts.subjects,
+    executor: () => defaultActionPorts.executor,
+  },
   topology: { amqpQueues: ACTION_QUEUES },
   sweepers: (context) => (context.config.actions.dispatch === 'queue' ? [sweeperFor(context)] : []),
   workerSweepers: (context) =>
     context.config.actions.dispatch === 'in-process' ? [sweeperFor(context)] : [],
   // Consumed in both shapes: fire messages written before a switch to in-process still run.
-  consumers: ({ config, handler, logger }) => [
+  consumers: ({ config, handler, logger, ports }) => [
     defineConsumer({
       consumer: ACTION_FIRE_CONSUMER,
       transport: 'amqp',
       sources: [SCHEDULED_ACTION_FIRE_QUEUE],
       parse: (payload) => actionFirePayload.parse(payload),
-      handler: actionFireHandler({ handler, logger, settings: config.actions }),
+      handler: actionFireHandler({ handler, logger, settings: config.actions, ports }),
     }),
   ],
+  service: ({ config, db, handler }): ActionServices => ({
+    actions: new ScheduledActionService({ db, handler, settings: config.actions }),
+  }),
+  api: {
+    routes: async (app, deps) => {
+      await app.register(actionRoutes, deps);
+      await app.register(signalLookupRoutes, deps);
+    },
+    topics: { actions: [scheduledActionAggregate.streamType, actionSignalAggregate.streamType] },
+  },
+  cli: actionRoles,
+  demo: actionsDemo,
 });
-
-export const actionSignalRegistration = defineAggregate({ aggregate: actionSignalAggregate });
-
-/** The two streams of seed 002: actions and the signals that unlock their waits. */
-export const scheduledActionRegistrations = [scheduledActionRegistration, actionSignalRegistration];
 
 export { ScheduledActionService } from './service.js';

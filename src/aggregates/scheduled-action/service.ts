@@ -25,7 +25,6 @@ import {
   type SubjectRecord,
   upsertSubject,
 } from '../../adapters/postgres/scheduled-action-queries.js';
-import type { ActionSettings } from '../../config.js';
 import { ACTION_SIGNAL_STREAM_TYPE, type ReceivedSignal } from '../../domain/action-signal.js';
 import {
   type ExistingAction,
@@ -37,9 +36,10 @@ import {
 import { validationErrorFrom } from '../../domain/validation.js';
 import { NotFoundError } from '../../errors.js';
 import type { CommandHandler } from '../../eventstore/command-handler.js';
-import type { EventMeta, StoredEvent } from '../../eventstore/types.js';
 import type { Database } from '../../ports/database.js';
+import type { EventMeta, StoredEvent } from '../../ports/events.js';
 import { actionSignalAggregate, scheduledActionAggregate } from './descriptor.js';
+import type { ActionSettings } from './settings.js';
 
 type Times = Date | string;
 

@@ -1,27 +1,18 @@
 /**
- * Pieces every route module uses: the dependencies routes are registered with, and the documented
- * error responses (RFC 9457 problem documents, `application/problem+json`).
+ * Pieces every route module uses (the generic ones here and each slice's): command and history route
+ * factories, and the documented error responses (RFC 9457 problem documents, `application/problem+json`).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { HeraldConfig } from '../../config.js';
-import type { AggregateRegistry } from '../../eventstore/registry.js';
-import type { EventMeta } from '../../eventstore/types.js';
-import type { Logger } from '../../logger.js';
+import type { EventMeta } from '../../ports/events.js';
 import { replayStream } from '../../projections/replay.js';
 import type { Principal } from '../auth.js';
 import type { RequestCommands, Services } from '../commands.js';
 import { principalOf, sendCommand } from '../http.js';
+import type { RouteDeps } from '../module.js';
 import { PROBLEM_CONTENT_TYPE, problemSchema } from '../problem.js';
 import { uuidParams } from '../schemas.js';
 import { plainJson, replayView, view } from '../views.js';
-
-export interface RouteDeps {
-  commands: RequestCommands;
-  registry: AggregateRegistry;
-  config: HeraldConfig;
-  logger: Logger;
-}
 
 const DESCRIPTIONS: Record<number, string> = {
   400: 'the request is malformed: field errors in `errors`',
@@ -70,10 +61,10 @@ export const idempotencyHeaders = z.looseObject({
  * another organization's), then `run` changes it, both in the request's transaction; answers 200 with
  * what `run` returns.
  */
-export function commandOn<Body>(
-  commands: RequestCommands,
-  own: (s: Services, principal: Principal, id: string) => Promise<unknown>,
-  run: (s: Services, id: string, body: Body, meta: EventMeta, principal: Principal) => Promise<unknown>,
+export function commandOn<Body, Svc>(
+  commands: RequestCommands<Svc>,
+  own: (s: Services<Svc>, principal: Principal, id: string) => Promise<unknown>,
+  run: (s: Services<Svc>, id: string, body: Body, meta: EventMeta, principal: Principal) => Promise<unknown>,
 ) {
   return (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const principal = principalOf(request);
@@ -86,19 +77,19 @@ export function commandOn<Body>(
 }
 
 /** What a resource's command routes share: its path, OpenAPI tag, 200 view and ownership check. */
-export interface CommandResource {
+export interface CommandResource<Svc = unknown> {
   /** `/campaigns`, `/actions`, `/cron-jobs`. */
   readonly path: string;
   readonly tag: string;
   readonly view: z.ZodType;
   /** Resolves when the principal's organization owns the resource; a 404 otherwise. */
-  readonly own: (s: Services, principal: Principal, id: string) => Promise<unknown>;
+  readonly own: (s: Services<Svc>, principal: Principal, id: string) => Promise<unknown>;
   /** Maps the command's result to the view (default: as it is). */
   readonly out?: (result: unknown) => unknown;
 }
 
-export type CommandRun<Body> = (
-  s: Services,
+export type CommandRun<Body, Svc = unknown> = (
+  s: Services<Svc>,
   id: string,
   body: Body,
   meta: EventMeta,
@@ -110,14 +101,18 @@ export type CommandRun<Body> = (
  * header, the uuid path parameter, an optional body schema, the resource's view as the 200 response,
  * and the ownership check before the command (another organization's resource is a 404).
  */
-export function commandRoutes(app: FastifyInstance, commands: RequestCommands, resource: CommandResource) {
+export function commandRoutes<Svc>(
+  app: FastifyInstance,
+  commands: RequestCommands<Svc>,
+  resource: CommandResource<Svc>,
+) {
   const out = resource.out ?? ((result: unknown) => result);
   const route = <Body>(
     method: 'POST' | 'PATCH' | 'DELETE',
     path: string,
     summary: string,
     body: z.ZodType | undefined,
-    run: CommandRun<Body>,
+    run: CommandRun<Body, Svc>,
   ) =>
     app.route({
       method,
@@ -136,8 +131,12 @@ export function commandRoutes(app: FastifyInstance, commands: RequestCommands, r
       ),
     });
   /** `POST <resource>/:id/<name>`, the common case. */
-  const post = <Body>(name: string, summary: string, body: z.ZodType | undefined, run: CommandRun<Body>) =>
-    route<Body>('POST', `/${name}`, summary, body, run);
+  const post = <Body>(
+    name: string,
+    summary: string,
+    body: z.ZodType | undefined,
+    run: CommandRun<Body, Svc>,
+  ) => route<Body>('POST', `/${name}`, summary, body, run);
   return { route, post };
 }
 

@@ -1,11 +1,10 @@
 /**
- * The dashboard's reads and bulk commands (issue 14), on the API alone: the live stream (SSE,
- * src/api/stream.ts), the overview (every figure from a projection, a capped count of a partial index or
- * a bounded sample: never an unbounded count), recipient search by phone number across the
- * organization's campaigns (indexed, cursor-paginated), a campaign's timeline (each event with its
- * actor, outbox messages, broker confirms and consumer inbox records), signals by correlation key, and
- * bulk outbox requeue / skip (each row guarded in SQL, answered per id). Tenancy as everywhere: the
- * key's organization scopes every query.
+ * The dashboard's generic reads and bulk commands (ADR 0018), on the API alone: the live stream (SSE,
+ * src/api/stream.ts; its topics are the registered slices' and the outbox's), the overview (every
+ * figure from a projection, a capped count of a partial index or a bounded sample: never an unbounded
+ * count) and bulk outbox requeue / skip (each row guarded in SQL, answered per id). The slices'
+ * dashboard reads (recipient search, a campaign's timeline, signals) are in their routes. Tenancy as
+ * everywhere: the key's organization scopes every query.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -18,8 +17,6 @@ import {
   OVERVIEW_COUNT_CAP,
   outboxByDestination,
   outboxStatuses,
-  recipientsByMsisdn,
-  signalsByCorrelation,
 } from '../../adapters/postgres/dashboard-queries.js';
 import { leaseAges, projectionLag } from '../../adapters/postgres/observability-queries.js';
 import {
@@ -30,29 +27,20 @@ import {
   wakeKeyHeads,
 } from '../../adapters/postgres/outbox-order-queries.js';
 import { requeueDead } from '../../adapters/postgres/outbox-queries.js';
-import { normalizeMsisdn } from '../../domain/sms/msisdn.js';
 import { HeraldError, ValidationError } from '../../errors.js';
 import { databaseNow } from '../../eventstore/command-handler.js';
-import { leaseRequirements } from '../../observability/readiness.js';
+import { leaseRequirements } from '../../health/readiness.js';
 import { channels } from '../../ports/wakeups.js';
-import { replayStream } from '../../projections/replay.js';
-import { ownCampaign, principalOf, sendCommand } from '../http.js';
-import { cursor, cursorInstant, cursorUuid, limit, pageOf, uuidParams } from '../schemas.js';
-import { STREAM_TOPICS, type StreamHub, type StreamTopic } from '../stream.js';
-import { page, plainJson, view } from '../views.js';
-import {
-  commandProblems,
-  IDEMPOTENCY_HEADER_DOC,
-  idempotencyHeaders,
-  type RouteDeps,
-  readProblems,
-} from './common.js';
+import { principalOf, sendCommand } from '../http.js';
+import type { RouteDeps } from '../module.js';
+import { type StreamHub, streamTopics } from '../stream.js';
+import { view } from '../views.js';
+import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders, readProblems } from './common.js';
 
 const instant = z.iso.datetime().describe('ISO-8601, UTC');
 
 /** The overview is shared by all of an organization's pages for this long (per API process). */
 export const OVERVIEW_TTL_MS = 2_000;
-const json = z.record(z.string(), z.unknown());
 
 const destinationCount = z.object({
   sink: z.string(),
@@ -119,92 +107,6 @@ export const overviewView = z
   })
   .meta({ id: 'Overview' });
 
-const recipientView = z
-  .object({
-    recipientId: z.number().int(),
-    campaignId: z.uuid(),
-    campaignName: z.string(),
-    campaignStatus: z.string(),
-    msisdn: z.string().describe('E.164 digits without +'),
-    status: z.string(),
-    operator: z.string(),
-    segments: z.number().int(),
-    cost: z.number(),
-    attempts: z.number().int(),
-    deferrals: z.number().int(),
-    nextAllowedAt: instant.nullable(),
-    submissionId: z.string().nullable(),
-    submittedAt: instant.nullable(),
-    createdAt: instant,
-  })
-  .meta({ id: 'RecipientHit' });
-const recipientPage = page(recipientView, 'RecipientHitPage');
-const recipientQuery = z.strictObject({
-  msisdn: z
-    .string()
-    .trim()
-    .min(3)
-    .max(40)
-    .describe('a phone number in any common spelling (+880…, 01…, 00…)'),
-  limit,
-  cursor: cursor(z.number().int().positive()).optional(),
-});
-
-const timelineView = z
-  .object({
-    campaignId: z.uuid(),
-    version: z.number().int(),
-    truncated: z.boolean().describe('only the latest `limit` events are listed'),
-    events: z.array(
-      z.object({
-        position: z.number().int(),
-        version: z.number().int(),
-        type: z.string(),
-        recordedAt: instant,
-        actor: z.string().nullable().describe('who caused it: api-key:<id>, a pod, the scanner…'),
-        correlationId: z.string().nullable(),
-        causationId: z.string().nullable(),
-        data: z.unknown(),
-        messages: z.array(
-          z.object({
-            messageId: z.string(),
-            sink: z.string(),
-            destination: z.string(),
-            outbox: json
-              .nullable()
-              .describe('the outbox row (status, attempts, last error), while retention keeps it'),
-            receipts: z.array(json).describe('publish receipts: the broker confirm (sent) or dead'),
-            inbox: z.array(json).describe('consumer inbox records: consumer, status, attempts, error'),
-          }),
-        ),
-      }),
-    ),
-  })
-  .meta({ id: 'CampaignTimeline' });
-const timelineQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(1000).default(200).describe('latest events (1–1000)'),
-});
-
-const signalView = z
-  .object({
-    signalId: z.uuid(),
-    correlationKey: z.string(),
-    name: z.string(),
-    payload: z.unknown(),
-    unlocked: z.unknown().describe('the waits it unlocked'),
-    refused: z.unknown(),
-    unlockedLater: z.unknown().describe('waits saved after it that it unlocked (lookback)'),
-    receivedAt: instant,
-  })
-  .meta({ id: 'Signal' });
-const signalPage = page(signalView, 'SignalPage');
-const signalQuery = z.strictObject({
-  correlationKey: z.string().trim().min(1).max(500),
-  name: z.string().trim().min(1).max(200).optional(),
-  limit,
-  cursor: cursor(z.tuple([cursorInstant, cursorUuid])).optional(),
-});
-
 const bulkIds = z
   .array(z.number().int().positive().max(Number.MAX_SAFE_INTEGER))
   .min(1)
@@ -229,14 +131,6 @@ const bulkResultView = z
   })
   .meta({ id: 'BulkOutboxResult' });
 
-const streamQuery = z.strictObject({
-  topics: z
-    .string()
-    .max(200)
-    .optional()
-    .describe(`comma-separated subset of ${STREAM_TOPICS.join(', ')} (default: all)`),
-});
-
 export const dashboardRoutes: FastifyPluginAsyncZod<
   RouteDeps & {
     stream: StreamHub;
@@ -246,6 +140,32 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
 > = async (app, { commands, registry, logger, stream, requestDone }) => {
   const db = commands.readers.db;
   const lease = leaseRequirements([registry]);
+  // The topics are the registered slices' and the outbox's: the document (and so the dashboard's
+  // generated client) lists them as the `StreamTopic` enum.
+  const topics = streamTopics(registry);
+  const streamTopic = z.enum(topics as [string, ...string[]]).meta({ id: 'StreamTopic' });
+  const streamQuery = z.strictObject({
+    topics: z
+      .string()
+      .max(200)
+      .optional()
+      .describe(`comma-separated subset of ${topics.join(', ')} (default: all)`),
+  });
+
+  app.get(
+    '/stream/topics',
+    {
+      schema: {
+        tags: ['dashboard'],
+        summary: "The live stream's topics: each slice's, `outbox`, and `overview` (anything changed)",
+        response: {
+          200: z.object({ topics: z.array(streamTopic) }).meta({ id: 'StreamTopics' }),
+          ...readProblems,
+        },
+      },
+    },
+    async () => ({ topics: [...topics] }),
+  );
 
   app.get(
     '/stream',
@@ -253,8 +173,7 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
       schema: {
         tags: ['dashboard'],
         summary: 'Live updates (Server-Sent Events): `event: <topic>` when something of that topic changed',
-        description:
-          'Topics: campaigns, actions, cron, outbox, overview; each at most once a second, data `{"at": ISO}`; a comment line every 15 s. Refetch on an event; poll when the stream is down.',
+        description: `Topics: ${topics.join(', ')} (\`GET /v1/stream/topics\`); each at most once a second, data \`{"at": ISO}\`; a comment line every 15 s. Refetch on an event; poll when the stream is down.`,
         querystring: streamQuery,
         response: {
           200: {
@@ -268,10 +187,10 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
     async (request, reply) => {
       const wanted = request.query.topics
         ? request.query.topics.split(',').map((t) => t.trim())
-        : [...STREAM_TOPICS];
-      const unknown = wanted.filter((t) => !(STREAM_TOPICS as readonly string[]).includes(t));
+        : [...topics];
+      const unknown = wanted.filter((t) => !topics.includes(t));
       if (unknown.length > 0) {
-        throw new ValidationError(`unknown topic ${unknown[0]}: one of ${STREAM_TOPICS.join(', ')}`, {
+        throw new ValidationError(`unknown topic ${unknown[0]}: one of ${topics.join(', ')}`, {
           field: 'topics',
         });
       }
@@ -280,7 +199,7 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
         throw new HeraldError('TRANSIENT_FAILURE', 'too many live streams on this API process');
       reply.hijack();
       reply.raw.once('close', () => requestDone(request, reply));
-      stream.attach(reply.raw, new Set(wanted as StreamTopic[]));
+      stream.attach(reply.raw, new Set(wanted));
       return reply;
     },
   );
@@ -350,121 +269,6 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
       projections: lag,
     });
   }
-
-  app.get(
-    '/recipients',
-    {
-      schema: {
-        tags: ['dashboard'],
-        summary: "A phone number's recipients across the organization's campaigns, newest first",
-        querystring: recipientQuery,
-        response: { 200: recipientPage, ...readProblems },
-      },
-    },
-    async (request) => {
-      const { organizationId } = principalOf(request);
-      const q = request.query;
-      const normalized = normalizeMsisdn(q.msisdn.replace(/[\s().-]/g, ''));
-      if (!normalized) throw new ValidationError(`'${q.msisdn}' is not a mobile number`, { field: 'msisdn' });
-      const rows = await recipientsByMsisdn(db, {
-        msisdn: normalized.msisdn,
-        organizationId,
-        beforeId: q.cursor ?? null,
-        limit: q.limit + 1,
-      });
-      return view(
-        recipientPage,
-        pageOf(rows, q.limit, (last) => last.recipientId),
-      );
-    },
-  );
-
-  app.get(
-    '/campaigns/:id/timeline',
-    {
-      schema: {
-        tags: ['campaigns'],
-        summary:
-          "A campaign's timeline: each event with its actor, its outbox messages, their broker confirms and consumer records",
-        params: uuidParams,
-        querystring: timelineQuery,
-        response: { 200: timelineView, ...readProblems },
-      },
-    },
-    async (request) => {
-      const campaign = await ownCampaign(commands.readers, principalOf(request), request.params.id);
-      const replay = await replayStream(db, registry, {
-        streamType: 'campaign',
-        streamId: campaign.campaignId,
-      });
-      const byVersion = new Map<number, (typeof replay.commands)[number]>();
-      const messagesOf = new Map<number, (typeof replay.commands)[number]['messages']>();
-      for (const command of replay.commands) {
-        for (const version of command.versions) byVersion.set(version, command);
-        for (const message of command.messages) {
-          messagesOf.set(message.eventVersion, [...(messagesOf.get(message.eventVersion) ?? []), message]);
-        }
-      }
-      const events = replay.events.slice(-request.query.limit);
-      return view(
-        timelineView,
-        plainJson({
-          campaignId: campaign.campaignId,
-          version: replay.version,
-          truncated: events.length < replay.events.length,
-          events: events.map((event) => {
-            const command = byVersion.get(event.version);
-            const meta = event.meta as Record<string, unknown>;
-            const text = (value: unknown) => (typeof value === 'string' ? value : null);
-            return {
-              position: event.position,
-              version: event.version,
-              type: event.type,
-              recordedAt: event.recordedAt,
-              actor: command?.actor ?? text(meta.actor),
-              correlationId: command?.correlationId ?? text(meta.correlationId),
-              causationId: command?.causationId ?? text(meta.causationId),
-              data: event.data,
-              messages: (messagesOf.get(event.version) ?? []).map((m) => ({
-                messageId: m.messageId,
-                sink: m.sink,
-                destination: m.destination,
-                outbox: m.outbox,
-                receipts: m.receipts,
-                inbox: m.inbox,
-              })),
-            };
-          }),
-        }),
-      );
-    },
-  );
-
-  app.get(
-    '/signals',
-    {
-      schema: {
-        tags: ['scheduled actions'],
-        summary: 'Signals of a correlation key (optionally of one name), latest first',
-        querystring: signalQuery,
-        response: { 200: signalPage, ...readProblems },
-      },
-    },
-    async (request) => {
-      const q = request.query;
-      const rows = await signalsByCorrelation(db, {
-        organizationId: principalOf(request).organizationId,
-        correlationKey: q.correlationKey,
-        name: q.name ?? null,
-        before: q.cursor ? { receivedAt: q.cursor[0], id: q.cursor[1] } : null,
-        limit: q.limit + 1,
-      });
-      return view(
-        signalPage,
-        pageOf(rows, q.limit, (last) => [last.receivedAt, last.signalId]),
-      );
-    },
-  );
 
   app.post(
     '/outbox/requeue',

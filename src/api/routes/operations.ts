@@ -19,6 +19,7 @@ import { foldEvents } from '../../projections/replay.js';
 import { verifyStates } from '../../projections/verify.js';
 import { API_KEY_ROLES, createApiKey } from '../auth.js';
 import { notFound, principalOf, sendCommand } from '../http.js';
+import type { RouteDeps } from '../module.js';
 import {
   cursor,
   cursorInstant,
@@ -40,13 +41,7 @@ import {
   verifyView,
   view,
 } from '../views.js';
-import {
-  commandProblems,
-  IDEMPOTENCY_HEADER_DOC,
-  idempotencyHeaders,
-  type RouteDeps,
-  readProblems,
-} from './common.js';
+import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders, readProblems } from './common.js';
 
 const outboxListQuery = z.strictObject({ limit, cursor: cursor(z.number().int().nonnegative()).optional() });
 const skipBody = z.strictObject({

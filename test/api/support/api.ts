@@ -4,11 +4,12 @@
  * way the CLI makes them.
  */
 import { heraldRegistry } from '../../../src/aggregates/registry.js';
-import { startApi } from '../../../src/api/api-role.js';
 import { type ApiKeyRole, createApiKey } from '../../../src/api/auth.js';
 import type { RunningApiServer } from '../../../src/api/server.js';
+import type { HeraldRuntime as Runtime } from '../../../src/config.js';
 import type { Logger } from '../../../src/logger.js';
-import { createRuntime, type Runtime } from '../../../src/runtime/runtime.js';
+import { startApi } from '../../../src/roles/api-role.js';
+import { createRuntime } from '../../../src/roles/runtime.js';
 import { testLogger } from '../../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../../support/services.js';
 import { waitFor } from '../../support/wait.js';

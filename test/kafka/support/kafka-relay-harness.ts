@@ -1,6 +1,6 @@
 /** Builds OutboxRelay instances with real Kafka sinks on a test database, and cleans them up. */
 import { KafkaSink } from '../../../src/adapters/kafka/kafka-sink.js';
-import type { HeraldConfig } from '../../../src/config.js';
+import type { HeraldSettings as HeraldConfig } from '../../../src/config.js';
 import { OutboxRelay, type OutboxRelayOptions } from '../../../src/outbox/relay.js';
 import { requireEnv, type TestDatabase } from '../../support/services.js';
 

@@ -5,8 +5,8 @@
  */
 import { appendEvents } from '../../../src/adapters/postgres/event-queries.js';
 import { type OutboxMessageSpec, toOutboxRows, writeOutbox } from '../../../src/outbox/outbox-writer.js';
-import type { Sink } from '../../../src/outbox/types.js';
 import type { Database, SqlClient } from '../../../src/ports/database.js';
+import type { Sink } from '../../../src/ports/outbox.js';
 import { uniqueName } from '../../support/services.js';
 
 export interface OrderedSeed {

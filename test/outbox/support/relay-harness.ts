@@ -1,6 +1,6 @@
 /** Builds OutboxRelay instances on a test database with real AMQP sinks, and cleans them up. */
 import { AmqpSink } from '../../../src/adapters/amqp/amqp-sink.js';
-import type { HeraldConfig } from '../../../src/config.js';
+import type { HeraldSettings as HeraldConfig } from '../../../src/config.js';
 import { OutboxRelay, type OutboxRelayOptions } from '../../../src/outbox/relay.js';
 import type { Database } from '../../../src/ports/database.js';
 import { requireEnv, type TestDatabase } from '../../support/services.js';

@@ -4,10 +4,10 @@
  * AMQP_URL, HERALD_RELAY_*, RELAY_QUEUES (comma-separated: the test aggregate's queues).
  */
 import { loadConfig } from '../../../src/config.js';
-import { AggregateRegistry } from '../../../src/eventstore/registry.js';
 import { createLogger } from '../../../src/logger.js';
+import { AggregateRegistry } from '../../../src/registry/registry.js';
 import { relayRole } from '../../../src/roles/relay-role.js';
-import { runRole } from '../../../src/runtime/runtime.js';
+import { runRole } from '../../../src/roles/runtime.js';
 import { ledgerRegistration } from '../../support/ledger-aggregate.js';
 
 const config = loadConfig(process.env, { pod: 'role-child' });

@@ -37,7 +37,6 @@ import {
   recordUploadProgress,
   startUploadBuilds,
 } from '../../../adapters/postgres/sms-queries.js';
-import type { SmsSettings } from '../../../config.js';
 import {
   type CampaignCommand,
   type CampaignEvent,
@@ -63,6 +62,7 @@ import { type ClaimSweepDefinition, defineClaimSweeper, type SweeperDeps } from 
 import { campaignAggregate } from '../descriptor.js';
 import type { BillingPort } from './billing.js';
 import { postgresSmsRouting, type SmsRoutingPort } from './routing.js';
+import type { SmsSettings } from './settings.js';
 
 export interface SmsBuildDeps extends Omit<SweeperDeps, 'batchSize'> {
   billing: BillingPort;

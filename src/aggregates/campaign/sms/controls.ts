@@ -24,7 +24,6 @@ import {
 } from '../../../adapters/postgres/idempotency-queries.js';
 import { releaseIdempotencyKey } from '../../../adapters/postgres/sms-queries.js';
 import { reopenFailedRecipients } from '../../../adapters/postgres/sms-recovery-queries.js';
-import type { SmsSettings } from '../../../config.js';
 import {
   type CampaignCommand,
   type CampaignEvent,
@@ -48,11 +47,12 @@ import {
   type CommandHandler,
   databaseNow,
 } from '../../../eventstore/command-handler.js';
-import type { EventMeta } from '../../../eventstore/types.js';
 import type { Logger } from '../../../logger.js';
 import type { Database, SqlClient } from '../../../ports/database.js';
+import type { EventMeta } from '../../../ports/events.js';
 import { campaignAggregate } from '../descriptor.js';
 import type { BillingPort } from './billing.js';
+import type { SmsSettings } from './settings.js';
 
 /** Seed 003: a client retrying while the first request is in progress is told to come back in 2 s. */
 const IN_PROGRESS_RETRY_AFTER_SECONDS = 2;

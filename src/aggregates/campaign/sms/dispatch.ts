@@ -33,7 +33,6 @@ import {
   nextDispatchDueInMs,
   type ReadyRecipient,
 } from '../../../adapters/postgres/sms-queries.js';
-import type { SmsSettings } from '../../../config.js';
 import {
   CAMPAIGN_STREAM_TYPE,
   type CampaignCommand,
@@ -49,6 +48,7 @@ import type { SqlClient } from '../../../ports/database.js';
 import { channels } from '../../../ports/wakeups.js';
 import { type ClaimSweepDefinition, defineClaimSweeper, type SweeperDeps } from '../../../scanner/sweeper.js';
 import { campaignAggregate } from '../descriptor.js';
+import type { SmsSettings } from './settings.js';
 
 /** Seed 003 (MNPSP limits): recipients per submission chunk. */
 export const PROMOTIONAL_CHUNK_MAX = 999;

@@ -6,15 +6,11 @@
  * only cut duplicate work (invariant 7): every write underneath is guarded on its own.
  */
 import { randomUUID } from 'node:crypto';
-import {
-  type AggregateContext,
-  type ConsumerDefinition,
-  defineConsumer,
-  type RequiredLease,
-} from '../../../eventstore/registry.js';
+import type { RequiredLease } from '../../../registry/module.js';
 import { leasedSweeper } from '../../../scanner/leased-sweeper.js';
 import type { Sweeper } from '../../../scanner/scanner.js';
-import { PostgresLedger } from './billing.js';
+import { type ConsumerDefinition, defineConsumer } from '../../../worker/consumer-definition.js';
+import type { CampaignContext } from '../ports.js';
 import { dlrHandler, SMS_DLR_CONSUMER } from './dlr-consumer.js';
 import { SMS_REFUND_RETRY_LEASE, smsRefundRetrySweeper } from './refunds.js';
 import { SMS_RETRY_LEASE, smsRetryDispatcher } from './retries.js';
@@ -27,9 +23,16 @@ export const SMS_DELIVERY_LEASES: readonly RequiredLease[] = [
 ];
 
 /** The scanner's SMS delivery sweepers, each under its lease (one owner per process). */
-export function smsDeliverySweepers({ config, db, handler, logger, wakeups }: AggregateContext): Sweeper[] {
+export function smsDeliverySweepers({
+  config,
+  db,
+  handler,
+  logger,
+  wakeups,
+  ports,
+}: CampaignContext): Sweeper[] {
   const owner = `${config.pod}:${randomUUID().slice(0, 8)}`;
-  const billing = new PostgresLedger(db);
+  const { billing } = ports;
   const settings = config.sms;
   const lease = (name: string) => ({ db, lease: name, owner, ttlMs: settings.leaseTtlMs, logger });
   return [
@@ -61,7 +64,7 @@ export function smsDeliverySweepers({ config, db, handler, logger, wakeups }: Ag
  * RabbitMQ queue of that name with HERALD_SMS_SINK=amqp); none when that broker is not configured (a
  * LINE-only worker).
  */
-export function smsDlrConsumers({ config, db, wakeups }: AggregateContext): ConsumerDefinition[] {
+export function smsDlrConsumers({ config, db, wakeups }: CampaignContext): ConsumerDefinition[] {
   const transport = config.sms.sink;
   const available = transport === 'kafka' ? config.kafkaBrokers.length > 0 : config.amqpUrl !== undefined;
   if (!available) return [];

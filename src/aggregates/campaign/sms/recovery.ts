@@ -37,7 +37,6 @@ import {
   type SmsRecoveryStep,
   withdrawUnsentRecipients,
 } from '../../../adapters/postgres/sms-recovery-queries.js';
-import type { SmsSettings } from '../../../config.js';
 import {
   type CampaignCommand,
   type CampaignEvent,
@@ -55,15 +54,17 @@ import type {
   CommandHandler,
   CommandResult,
 } from '../../../eventstore/command-handler.js';
-import type { AggregateContext, RequiredLease } from '../../../eventstore/registry.js';
 import type { Logger } from '../../../logger.js';
 import type { Database, SqlClient } from '../../../ports/database.js';
 import { channels, type WakeupSignal } from '../../../ports/wakeups.js';
+import type { RequiredLease } from '../../../registry/module.js';
 import { leasedSweeper } from '../../../scanner/leased-sweeper.js';
 import type { Sweeper, SweepResult } from '../../../scanner/scanner.js';
 import type { CountingSweeper } from '../../../scanner/sweeper.js';
 import { campaignAggregate } from '../descriptor.js';
-import { type BillingPort, PostgresLedger } from './billing.js';
+import type { CampaignContext } from '../ports.js';
+import type { BillingPort } from './billing.js';
+import type { SmsSettings } from './settings.js';
 
 export const SMS_RECOVERY_LEASE = 'sms:recovery';
 export const SMS_RECOVERY_ACTOR = 'sms-recovery';
@@ -468,7 +469,14 @@ export const SMS_RECOVERY_LEASES: readonly RequiredLease[] = [
 ];
 
 /** The scanner's `sms:recovery` poller, under its lease (TTL HERALD_SMS_LEASE_TTL_SECONDS). */
-export function smsRecoverySweepers({ config, db, handler, logger, wakeups }: AggregateContext): Sweeper[] {
+export function smsRecoverySweepers({
+  config,
+  db,
+  handler,
+  logger,
+  wakeups,
+  ports,
+}: CampaignContext): Sweeper[] {
   const owner = `${config.pod}:${randomUUID().slice(0, 8)}`;
   return [
     leasedSweeper(
@@ -476,7 +484,7 @@ export function smsRecoverySweepers({ config, db, handler, logger, wakeups }: Ag
         db,
         handler,
         logger,
-        billing: new PostgresLedger(db),
+        billing: ports.billing,
         settings: config.sms,
         ...(wakeups ? { wakeups } : {}),
         batchSize: config.scanner.batchSize,

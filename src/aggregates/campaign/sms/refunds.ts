@@ -19,7 +19,6 @@ import {
   owedRefunds,
   recordRefundError,
 } from '../../../adapters/postgres/sms-delivery-queries.js';
-import type { SmsSettings } from '../../../config.js';
 import { addMoney, toUnits, ZERO_MONEY } from '../../../domain/sms/money.js';
 import { errorMessage } from '../../../errors.js';
 import type { CommandHandler } from '../../../eventstore/command-handler.js';
@@ -29,6 +28,7 @@ import type { WakeupSignal } from '../../../ports/wakeups.js';
 import type { Sweeper, SweepResult } from '../../../scanner/scanner.js';
 import { campaignAggregate, campaignStore } from '../descriptor.js';
 import type { BillingPort } from './billing.js';
+import type { SmsSettings } from './settings.js';
 
 export const SMS_REFUND_RETRY_LEASE = 'sms:refund-retry';
 /** The shortest wait before a refund billing refused is asked again. */

@@ -34,7 +34,6 @@ import {
   markReportsRolledUp,
   owedRefunds,
 } from '../../../adapters/postgres/sms-delivery-queries.js';
-import type { SmsSettings } from '../../../config.js';
 import type { CampaignEvent, CampaignState } from '../../../domain/campaign.js';
 import { type DeliveryPolicy, decideReport, type ReportStatus } from '../../../domain/sms/delivery.js';
 import { addMoney, ZERO_MONEY } from '../../../domain/sms/money.js';
@@ -48,6 +47,7 @@ import { campaignAggregate, campaignStore } from '../descriptor.js';
 import { evaluateAutoPause } from './auto-pause.js';
 import type { BillingPort } from './billing.js';
 import { refundRecipients } from './refunds.js';
+import type { SmsSettings } from './settings.js';
 
 export const SMS_ROLLUP_LEASE = 'sms:dlr-rollup';
 

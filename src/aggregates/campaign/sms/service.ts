@@ -30,7 +30,6 @@ import {
   sealUpload,
   type UploadRow,
 } from '../../../adapters/postgres/sms-queries.js';
-import type { SmsSettings } from '../../../config.js';
 import {
   type CampaignCommand,
   type CampaignEvent,
@@ -63,9 +62,9 @@ import {
   type CommandHandler,
   databaseNow,
 } from '../../../eventstore/command-handler.js';
-import type { EventMeta } from '../../../eventstore/types.js';
 import { type Logger, silentLogger } from '../../../logger.js';
 import type { Database, SqlClient } from '../../../ports/database.js';
+import type { EventMeta } from '../../../ports/events.js';
 import { campaignAggregate } from '../descriptor.js';
 import type { BillingPort } from './billing.js';
 import {
@@ -76,6 +75,7 @@ import {
   SmsCampaignControls,
 } from './controls.js';
 import { postgresSmsRouting, type SmsRoutingPort } from './routing.js';
+import type { SmsSettings } from './settings.js';
 
 /** Seed 003: a client retrying while the first request is in progress is told to come back in 2 s. */
 export const IN_PROGRESS_RETRY_AFTER_SECONDS = 2;

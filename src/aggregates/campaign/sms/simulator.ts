@@ -17,14 +17,17 @@ import { createKafka } from '../../../adapters/kafka/kafka-client.js';
 import { KafkaTopicConsumer } from '../../../adapters/kafka/kafka-consumer.js';
 import { KafkaSink } from '../../../adapters/kafka/kafka-sink.js';
 import { KafkaTopicAdmin } from '../../../adapters/kafka/kafka-topics.js';
-import type { KafkaSettings, SmsSettings } from '../../../config.js';
 import { ConfigError, TransientError } from '../../../errors.js';
 import type { Logger } from '../../../logger.js';
 import { HEADER } from '../../../messaging/headers.js';
 import { derivedMessageId } from '../../../outbox/outbox-writer.js';
 import type { OutboundMessage } from '../../../ports/message-sink.js';
-import { aborted, type RoleDefinition } from '../../../runtime/runtime.js';
+import type { RoleDefinition } from '../../../registry/role.js';
+import { aborted } from '../../../roles/runtime.js';
+import type { KafkaSettings } from '../../../settings/core.js';
+import type { CampaignConfig } from '../settings.js';
 import type { SmsSubmission } from './dispatch.js';
+import type { SmsSettings } from './settings.js';
 
 export const DLR_OUTCOMES = ['DELIVERED', 'FAILED', 'EXPIRED', 'REJECTED', 'NOT_AVAILABLE'] as const;
 export type DlrOutcome = (typeof DLR_OUTCOMES)[number];
@@ -244,7 +247,7 @@ export class SmsGatewaySimulator {
 }
 
 /** `herald sms-simulator`: runs the simulator until the signal (SIGTERM/SIGINT). */
-export const smsSimulatorRole: RoleDefinition = {
+export const smsSimulatorRole: RoleDefinition<CampaignConfig> = {
   summary: 'test double of the operator network: consume the SMS submit topic, produce delivery reports',
   async run(runtime, signal) {
     const { config, logger } = runtime;

@@ -7,9 +7,10 @@
  * the probe time out. Any number of API replicas may run (they share nothing but PostgreSQL).
  */
 import { createDatabase } from '../adapters/postgres/database.js';
-import { processReadiness } from '../observability/readiness.js';
-import { aborted, type RoleDefinition, type Runtime } from '../runtime/runtime.js';
-import { type RunningApiServer, startApiServer } from './server.js';
+import { type RunningApiServer, startApiServer } from '../api/server.js';
+import { processReadiness } from '../health/readiness.js';
+import type { RoleDefinition, Runtime } from '../registry/role.js';
+import { aborted } from './runtime.js';
 
 /** Starts the API on a runtime (the role, the demo and the tests); closing it also closes its probe pool. */
 export async function startApi(runtime: Runtime): Promise<RunningApiServer> {

@@ -10,13 +10,19 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { listOrganizationCampaigns } from '../../adapters/postgres/campaign-queries.js';
-import { campaignCommandSchema } from '../../domain/campaign/commands.js';
-import { CAMPAIGN_CHANNELS, CAMPAIGN_STATUSES } from '../../domain/campaign/status.js';
-import { ValidationError } from '../../errors.js';
-import type { EventMeta } from '../../eventstore/types.js';
-import type { Principal } from '../auth.js';
-import type { Services } from '../commands.js';
-import { ownCampaign, principalOf, sendCommand } from '../http.js';
+import type { Principal } from '../../api/auth.js';
+import type { Services } from '../../api/commands.js';
+import { owned, principalOf, sendCommand } from '../../api/http.js';
+import type { RouteDeps } from '../../api/module.js';
+import {
+  commandOn,
+  commandProblems,
+  commandRoutes,
+  historyRoute,
+  IDEMPOTENCY_HEADER_DOC,
+  idempotencyHeaders,
+  readProblems,
+} from '../../api/routes/common.js';
 import {
   commandSchema,
   cursor,
@@ -27,19 +33,31 @@ import {
   limit,
   pageOf,
   uuidParams,
-} from '../schemas.js';
-import { campaignView, page, view } from '../views.js';
-import {
-  commandOn,
-  commandProblems,
-  commandRoutes,
-  historyRoute,
-  IDEMPOTENCY_HEADER_DOC,
-  idempotencyHeaders,
-  type RouteDeps,
-  readProblems,
-} from './common.js';
-import { createSmsCampaign, smsCampaignBody } from './sms-campaigns.js';
+} from '../../api/schemas.js';
+import { page, view } from '../../api/views.js';
+import { campaignCommandSchema } from '../../domain/campaign/commands.js';
+import { CAMPAIGN_CHANNELS, CAMPAIGN_STATUSES } from '../../domain/campaign/status.js';
+import type { ExistingCampaign } from '../../domain/campaign.js';
+import { ValidationError } from '../../errors.js';
+import type { EventMeta } from '../../ports/events.js';
+import type { CampaignService } from './service.js';
+import { createSmsCampaign, smsCampaignBody } from './sms/routes.js';
+import type { SmsCampaignService } from './sms/service.js';
+import { campaignView } from './views.js';
+
+/** The campaign slice's services (its registration builds them): LINE and SMS campaigns. */
+export interface CampaignServices {
+  campaigns: CampaignService;
+  /** SMS campaigns (ADR 0014): on the pool only — it runs its own transactions and reserves its own keys. */
+  sms: SmsCampaignService;
+}
+
+/** The campaign, when the principal's organization owns it (a 404 otherwise). */
+export const ownCampaign = (
+  s: Pick<CampaignServices, 'campaigns'>,
+  principal: Principal,
+  id: string,
+): Promise<ExistingCampaign> => owned('campaign', id, principal, () => s.campaigns.get(id));
 
 const create = commandSchema(campaignCommandSchema.options, 'CreateCampaign').shape;
 const schedule = commandSchema(campaignCommandSchema.options, 'ScheduleCampaign').shape;
@@ -69,7 +87,12 @@ const CREATE_BODIES = [lineCampaignBody, smsCampaignBody] as const;
 const createBody = z.discriminatedUnion('channel', CREATE_BODIES);
 type CreateBody = z.output<typeof createBody>;
 
-async function createCampaign(s: Services, principal: Principal, body: CreateBody, meta: EventMeta) {
+async function createCampaign(
+  s: Services<CampaignServices>,
+  principal: Principal,
+  body: CreateBody,
+  meta: EventMeta,
+) {
   switch (body.channel) {
     case 'line': {
       const { startAt, dispatchDeadline, ...fields } = body;
@@ -111,7 +134,7 @@ const rescheduleBody = z.strictObject({
 
 /** One reschedule route: an SMS campaign's new time is validated as at creation, a LINE one's as before. */
 async function rescheduleCampaign(
-  s: Services,
+  s: Services<CampaignServices>,
   principal: Principal,
   id: string,
   b: z.output<typeof rescheduleBody>,
@@ -163,7 +186,10 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const campaignPage = page(campaignView, 'CampaignPage');
 const campaignResponse = (status: 200 | 201) => ({ [status]: campaignView, ...commandProblems });
 
-export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { commands, registry }) => {
+export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> = async (
+  app,
+  { commands, registry },
+) => {
   const readers = commands.readers;
 
   app.post(

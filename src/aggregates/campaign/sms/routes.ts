@@ -11,14 +11,17 @@ import multipart from '@fastify/multipart';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { SmsCampaignService } from '../../aggregates/campaign/sms/service.js';
-import { CAMPAIGN_STATUSES } from '../../domain/campaign/status.js';
-import { inlineCampaignRequestSchema, SmsValidationError } from '../../domain/sms/campaign-request.js';
-import { fingerprint, RequestCommands } from '../commands.js';
-import { principalOf, REPLAY_HEADER } from '../http.js';
-import { uuidParams } from '../schemas.js';
+import { fingerprint, RequestCommands } from '../../../api/commands.js';
+import { principalOf, REPLAY_HEADER } from '../../../api/http.js';
+import type { RouteDeps } from '../../../api/module.js';
+import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders } from '../../../api/routes/common.js';
+import { uuidParams } from '../../../api/schemas.js';
+import { CAMPAIGN_STATUSES } from '../../../domain/campaign/status.js';
+import { inlineCampaignRequestSchema, SmsValidationError } from '../../../domain/sms/campaign-request.js';
+import type { CampaignServices } from '../routes.js';
+import type { CampaignConfig } from '../settings.js';
 import { campaignView } from '../views.js';
-import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders, type RouteDeps } from './common.js';
+import type { SmsCampaignService } from './service.js';
 
 /** The SMS variant of `POST /v1/campaigns` (seed 003's inline create, 1–5,000 recipients). */
 export const smsCampaignBody = inlineCampaignRequestSchema
@@ -143,7 +146,10 @@ const resendPreviewView = z
   .meta({ id: 'SmsResendPreview' });
 const resendBody = z.strictObject({ reason: z.string().trim().min(1).max(1_000).optional() }).nullish();
 
-export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { commands, config }) => {
+export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices, CampaignConfig>> = async (
+  app,
+  { commands, config },
+) => {
   const sms = commands.readers.sms;
 
   app.post(

@@ -14,7 +14,8 @@
  */
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../errors.js';
+import { describeSetting } from './fragment.js';
 
 /** A CA bundle to verify the server with (absent: the system's CAs) and an optional client certificate. */
 export interface TlsFiles {
@@ -53,7 +54,6 @@ export const SECRET_VARIABLES = [
   'REDIS_URL',
   'HERALD_REDIS_PASSWORD',
   'HERALD_KAFKA_SASL_PASSWORD',
-  'HERALD_SMTP_URL',
 ] as const;
 
 /**
@@ -61,13 +61,16 @@ export const SECRET_VARIABLES = [
  * error naming both; so is an unreadable or empty file. `fromFile` lists the variables read from files,
  * so a later validation error can name the `_FILE` variable the value came from.
  */
-export function readSecretFiles(env: Readonly<Record<string, string>>): {
+export function readSecretFiles(
+  env: Readonly<Record<string, string>>,
+  variables: readonly string[] = SECRET_VARIABLES,
+): {
   env: Record<string, string>;
   fromFile: ReadonlySet<string>;
 } {
   const out: Record<string, string> = { ...env };
   const fromFile = new Set<string>();
-  for (const name of SECRET_VARIABLES) {
+  for (const name of variables) {
     const fileVariable = `${name}_FILE`;
     const path = env[fileVariable];
     if (path === undefined) continue;
@@ -113,34 +116,59 @@ export type PostgresSslMode = (typeof PG_SSLMODES)[number];
 
 /** The variables of this module, merged into loadConfig's schema (so errors name them the same way). */
 export const connectionEnvShape = {
-  HERALD_DB_SSLMODE: z.enum(PG_SSLMODES).optional(),
-  HERALD_DB_SSL_CA_PATH: filePath.optional(),
-  HERALD_DB_SSL_CERT_PATH: filePath.optional(),
-  HERALD_DB_SSL_KEY_PATH: filePath.optional(),
-  HERALD_AMQP_CA_PATH: filePath.optional(),
-  HERALD_AMQP_CERT_PATH: filePath.optional(),
-  HERALD_AMQP_KEY_PATH: filePath.optional(),
-  HERALD_KAFKA_SECURITY_PROTOCOL: z
-    .enum(['PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL'])
-    .default('PLAINTEXT'),
-  HERALD_KAFKA_SASL_MECHANISM: z.enum(['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512']).optional(),
-  HERALD_KAFKA_SASL_USERNAME: z.string().min(1).optional(),
-  HERALD_KAFKA_SASL_PASSWORD: z.string().min(1).optional(),
-  HERALD_KAFKA_CA_PATH: filePath.optional(),
-  HERALD_KAFKA_CERT_PATH: filePath.optional(),
-  HERALD_KAFKA_KEY_PATH: filePath.optional(),
-  HERALD_REDIS_USERNAME: z.string().min(1).optional(),
-  HERALD_REDIS_PASSWORD: z.string().min(1).optional(),
-  HERALD_REDIS_CA_PATH: filePath.optional(),
-  HERALD_REDIS_CERT_PATH: filePath.optional(),
-  HERALD_REDIS_KEY_PATH: filePath.optional(),
+  HERALD_DB_SSLMODE: describeSetting(
+    z.enum(PG_SSLMODES).optional(),
+    '`disable`; `require` (encrypted; the server verified only when a CA is given, then as `verify-ca`); `verify-ca` (the chain, not the host name; needs the CA); `verify-full` (chain and host name). `prefer` and `allow` are refused',
+    'plain text',
+  ),
+  HERALD_DB_SSL_CA_PATH: describeSetting(
+    filePath.optional(),
+    "CA bundle the PostgreSQL server is verified with (unset: the system's CAs)",
+  ),
+  HERALD_DB_SSL_CERT_PATH: describeSetting(filePath.optional(), 'client certificate for PostgreSQL'),
+  HERALD_DB_SSL_KEY_PATH: describeSetting(filePath.optional(), "the client certificate's key"),
+  HERALD_AMQP_CA_PATH: describeSetting(
+    filePath.optional(),
+    "for `amqps://`: the CA (unset: the system's CAs); RabbitMQ's own URI parameters `cacertfile`, `certfile`, `keyfile` work too (the variables win)",
+  ),
+  HERALD_AMQP_CERT_PATH: describeSetting(filePath.optional(), 'client certificate for RabbitMQ'),
+  HERALD_AMQP_KEY_PATH: describeSetting(filePath.optional(), "the client certificate's key"),
+  HERALD_KAFKA_SECURITY_PROTOCOL: describeSetting(
+    z.enum(['PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL']).default('PLAINTEXT'),
+    "`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL` (Kafka's `security.protocol`), for every Kafka client",
+  ),
+  HERALD_KAFKA_SASL_MECHANISM: describeSetting(
+    z.enum(['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512']).optional(),
+    '`SCRAM-SHA-512`, `SCRAM-SHA-256` or `PLAIN`; required by the `SASL_` protocols',
+  ),
+  HERALD_KAFKA_SASL_USERNAME: describeSetting(z.string().min(1).optional(), 'the SASL user'),
+  HERALD_KAFKA_SASL_PASSWORD: describeSetting(z.string().min(1).optional(), 'the SASL password'),
+  HERALD_KAFKA_CA_PATH: describeSetting(
+    filePath.optional(),
+    "with `SSL`/`SASL_SSL`: the CA (unset: the system's CAs); brokers are verified against their advertised host names",
+  ),
+  HERALD_KAFKA_CERT_PATH: describeSetting(filePath.optional(), 'client certificate for Kafka'),
+  HERALD_KAFKA_KEY_PATH: describeSetting(filePath.optional(), "the client certificate's key"),
+  HERALD_REDIS_USERNAME: describeSetting(
+    z.string().min(1).optional(),
+    "ACL user (wins over the URL's `user@`)",
+  ),
+  HERALD_REDIS_PASSWORD: describeSetting(
+    z.string().min(1).optional(),
+    "ACL password (wins over the URL's `:password@`)",
+  ),
+  HERALD_REDIS_CA_PATH: describeSetting(
+    filePath.optional(),
+    "for `rediss://`: the CA (unset: the system's CAs)",
+  ),
+  HERALD_REDIS_CERT_PATH: describeSetting(filePath.optional(), 'client certificate for Redis'),
+  HERALD_REDIS_KEY_PATH: describeSetting(filePath.optional(), "the client certificate's key"),
 };
 
 type ConnectionEnv = z.infer<z.ZodObject<typeof connectionEnvShape>> & {
   DATABASE_URL: string;
   AMQP_URL?: string | undefined;
   REDIS_URL?: string | undefined;
-  HERALD_SMTP_URL?: string | undefined;
 };
 
 export interface ConnectionSettings {
@@ -405,7 +433,7 @@ function redisConnection(e: ConnectionEnv): RedisConnection | undefined {
 }
 
 /** A URL's password as written (percent-encoded) and decoded. */
-function urlPasswords(value: string | undefined): string[] {
+export function urlPasswords(value: string | undefined): string[] {
   if (!value) return [];
   let url: URL;
   try {
@@ -437,7 +465,6 @@ export function connectionSettings(e: ConnectionEnv): ConnectionSettings {
     ...urlPasswords(e.DATABASE_URL),
     ...urlPasswords(e.AMQP_URL),
     ...urlPasswords(e.REDIS_URL),
-    ...urlPasswords(e.HERALD_SMTP_URL),
     e.HERALD_REDIS_PASSWORD,
     e.HERALD_KAFKA_SASL_PASSWORD,
   ].filter((value): value is string => value !== undefined && value !== '');

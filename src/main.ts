@@ -5,11 +5,12 @@
  * SIGTERM/SIGINT and exit 0.
  */
 import { parseArgs } from 'node:util';
-import { heraldRegistry } from '../aggregates/registry.js';
-import { type HeraldConfig, loadConfig } from '../config.js';
-import { HeraldError } from '../errors.js';
-import { createLogger, redactUrlCredentials, secretScrubber } from '../logger.js';
-import { roleTable } from './roles.js';
+import { heraldRegistry } from './aggregates/registry.js';
+import { roleTable } from './cli/roles.js';
+import { loadConfig } from './config.js';
+import { HeraldError } from './errors.js';
+import { createLogger, redactUrlCredentials, secretScrubber } from './logger.js';
+import type { HeraldConfig } from './settings/core.js';
 
 const roles = roleTable(heraldRegistry);
 

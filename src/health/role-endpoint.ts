@@ -14,12 +14,13 @@
  */
 import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import { createDatabase } from '../adapters/postgres/database.js';
-import type { HeraldConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
-import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { Logger } from '../logger.js';
+import { type HeraldMetrics, heraldMetrics } from '../observability/metrics.js';
 import type { Database } from '../ports/database.js';
-import { type HeraldMetrics, heraldMetrics } from './metrics.js';
+import type { HeraldConfig } from '../settings/core.js';
+import { databaseSource } from './database-sample.js';
+import type { LeaseSources } from './readiness.js';
 import {
   leaseRequirements,
   processReadiness,
@@ -50,7 +51,7 @@ export const healthRoutes: FastifyPluginAsync<HealthRoutesOptions> = async (app,
 /** What one role contributes to its process's endpoint. */
 export interface RoleEndpointSource {
   readonly role: string;
-  readonly registry: AggregateRegistry;
+  readonly registry: LeaseSources;
   readonly probes: ReadinessProbes;
 }
 
@@ -110,10 +111,9 @@ class SharedEndpoint {
     const shown = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host;
     endpoint.url = `http://${shown}:${bound}`;
     heraldMetrics.enableProcessMetrics();
-    endpoint.detachMetrics = heraldMetrics.observeDatabase({
-      db,
-      checkpoints: () => leaseRequirements(endpoint.registries()).checkpoints,
-    });
+    endpoint.detachMetrics = heraldMetrics.observeDatabase(
+      databaseSource(db, () => leaseRequirements(endpoint.registries()).checkpoints),
+    );
     logger.info(
       { url: endpoint.url, host, port: bound },
       'metrics and health endpoint listening (/metrics, /healthz, /readyz)',
@@ -135,7 +135,7 @@ class SharedEndpoint {
     await this.db.close();
   }
 
-  private registries(): AggregateRegistry[] {
+  private registries(): LeaseSources[] {
     return [...new Set([...this.sources].map((s) => s.registry))];
   }
 }

@@ -9,12 +9,16 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { jobRunsPage, listOrganizationCronJobs } from '../../adapters/postgres/cron-queries.js';
-import { previewSchedule } from '../../domain/cron-job/preview.js';
-import { cronJobCommandSchema, dstPolicy } from '../../domain/cron-job.js';
-import { ValidationError } from '../../errors.js';
-import { databaseNow } from '../../eventstore/command-handler.js';
-import type { Services } from '../commands.js';
-import { ownJob, ownRun, principalOf, sendCommand } from '../http.js';
+import type { Principal } from '../../api/auth.js';
+import { owned, principalOf, sendCommand } from '../../api/http.js';
+import type { RouteDeps } from '../../api/module.js';
+import {
+  commandProblems,
+  commandRoutes,
+  IDEMPOTENCY_HEADER_DOC,
+  idempotencyHeaders,
+  readProblems,
+} from '../../api/routes/common.js';
 import {
   commandSchema,
   cursor,
@@ -25,7 +29,15 @@ import {
   limit,
   pageOf,
   uuidParams,
-} from '../schemas.js';
+} from '../../api/schemas.js';
+import { page, view } from '../../api/views.js';
+import { previewSchedule } from '../../domain/cron-job/preview.js';
+import type { ExistingCronJob } from '../../domain/cron-job.js';
+import { cronJobCommandSchema, dstPolicy } from '../../domain/cron-job.js';
+import type { ExistingJobRun } from '../../domain/job-run.js';
+import { ValidationError } from '../../errors.js';
+import { databaseNow } from '../../eventstore/command-handler.js';
+import type { CronService } from './service.js';
 import {
   backfillView,
   cronJobOut,
@@ -33,17 +45,7 @@ import {
   jobRunView,
   ledgerEntryView,
   occurrenceView,
-  page,
-  view,
-} from '../views.js';
-import {
-  commandProblems,
-  commandRoutes,
-  IDEMPOTENCY_HEADER_DOC,
-  idempotencyHeaders,
-  type RouteDeps,
-  readProblems,
-} from './common.js';
+} from './views.js';
 
 const create = commandSchema(cronJobCommandSchema.options, 'CreateCronJob').shape;
 const update = commandSchema(cronJobCommandSchema.options, 'UpdateCronJob').shape;
@@ -124,9 +126,22 @@ const upcomingQuery = z.strictObject({ count: z.coerce.number().int().min(1).max
 const jobPage = page(cronJobView, 'CronJobPage');
 const runPage = page(jobRunView, 'JobRunPage');
 const jobResponse = (status: 200 | 201) => ({ [status]: cronJobView, ...commandProblems });
-const jobOut = (job: Awaited<ReturnType<Services['cron']['get']>>) => view(cronJobView, cronJobOut(job));
+const jobOut = (job: ExistingCronJob) => view(cronJobView, cronJobOut(job));
 
-export const cronRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { commands }) => {
+/** The cron slice's services (its registration builds them). */
+export interface CronServices {
+  cron: CronService;
+}
+
+/** The job, when the principal's organization owns it (a 404 otherwise). */
+export const ownJob = (s: CronServices, principal: Principal, id: string): Promise<ExistingCronJob> =>
+  owned('cron job', id, principal, () => s.cron.get(id));
+
+/** The run, when the principal's organization owns it (a 404 otherwise). */
+export const ownRun = (s: CronServices, principal: Principal, id: string): Promise<ExistingJobRun> =>
+  owned('job run', id, principal, () => s.cron.run(id));
+
+export const cronRoutes: FastifyPluginAsyncZod<RouteDeps<CronServices>> = async (app, { commands }) => {
   const readers = commands.readers;
 
   app.post(
@@ -222,7 +237,7 @@ export const cronRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { comman
     tag: 'cron jobs',
     view: cronJobView,
     own: ownJob,
-    out: (job) => jobOut(job as Awaited<ReturnType<Services['cron']['get']>>),
+    out: (job) => jobOut(job as ExistingCronJob),
   });
 
   jobCommand(

@@ -5,10 +5,11 @@
  * of each, the action_execute messages published, and one action's event history. Returns whether
  * every action reached its expected outcome, executed exactly once.
  */
-import { ScheduledActionService } from '../aggregates/scheduled-action/service.js';
-import type { HeraldConfig } from '../config.js';
-import type { ExistingAction } from '../domain/scheduled-action.js';
-import type { Runtime } from '../runtime/runtime.js';
+
+import type { ExistingAction } from '../../domain/scheduled-action.js';
+import type { DemoContext, DemoStep } from '../../registry/demo.js';
+import { ScheduledActionService } from './service.js';
+import type { ActionsConfig } from './settings.js';
 
 interface Expected {
   label: string;
@@ -16,15 +17,10 @@ interface Expected {
   branch: 'main' | 'expiry';
 }
 
-export async function runActionsDemo({
-  runtime,
-  config,
-  out,
-}: {
-  runtime: Runtime;
-  config: HeraldConfig;
-  out: (line?: string) => void;
-}): Promise<boolean> {
+/** The scheduled-action slice's demo step. */
+export const actionsDemo: DemoStep<ActionsConfig> = { run: runActionsDemo };
+
+async function runActionsDemo({ runtime, config, out }: DemoContext<ActionsConfig>): Promise<boolean> {
   const actions = new ScheduledActionService({
     db: runtime.db,
     handler: runtime.handler,

@@ -14,13 +14,14 @@
  * Common options: --actor <name> (default cli:<pod>). Exit codes: 0 done, 1 refused (the message says
  * why: not found, not allowed in its status, invalid), 2 usage.
  */
-import { ScheduledActionService } from '../aggregates/scheduled-action/service.js';
-import { ACTION_STATUSES, type ActionStatus, type ExistingAction } from '../domain/scheduled-action.js';
-import { CommandHandler } from '../eventstore/command-handler.js';
-import type { Database } from '../ports/database.js';
-import { parseInstant } from '../projections/replay.js';
-import { json, oneShot, out, parse, UsageError } from './one-shot.js';
-import type { Role, RoleContext } from './role.js';
+
+import { json, oneShot, out, parse, servicesOn, UsageError } from '../../cli/one-shot.js';
+import { ACTION_STATUSES, type ActionStatus, type ExistingAction } from '../../domain/scheduled-action.js';
+import type { Database } from '../../ports/database.js';
+import { parseInstant } from '../../projections/replay.js';
+import type { Role, RoleContext } from '../../registry/role.js';
+import type { ActionServices } from './routes.js';
+import type { ActionsConfig } from './settings.js';
 
 const USAGE =
   'herald actions list|show <id>|schedule <JSON>|signal|cancel <id> --reason <text>|fire <id>|reschedule <id>|subject <org> <subject> [--set <JSON>]';
@@ -93,11 +94,7 @@ function printAction(a: ExistingAction): void {
 async function actionsCommand(context: RoleContext, db: Database): Promise<number> {
   const { values, positionals } = parse(context.argv, OPTIONS);
   const [sub, ...rest] = positionals;
-  const service = new ScheduledActionService({
-    db,
-    handler: new CommandHandler({ db, pod: context.config.pod }),
-    settings: context.config.actions,
-  });
+  const { actions: service } = servicesOn<ActionServices>(context, db);
   const meta = { actor: values.actor ?? `cli:${context.config.pod}` };
   const show = (state: ExistingAction) => {
     if (values.json) out(json(state));
@@ -199,7 +196,7 @@ async function actionsCommand(context: RoleContext, db: Database): Promise<numbe
   }
 }
 
-export const actionRoles: Record<string, Role> = {
+export const actionRoles: Record<string, Role<ActionsConfig>> = {
   actions: {
     summary: 'scheduled actions: list | show | schedule | signal | cancel | fire | reschedule | subject',
     run: oneShot(USAGE, actionsCommand),

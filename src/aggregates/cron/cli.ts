@@ -16,14 +16,16 @@
  *   herald cron backfill <job> --from <time> --to <time> [--dry-run]
  */
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { createDatabase } from '../adapters/postgres/database.js';
-import { CoalescingNotifier } from '../adapters/postgres/notifications.js';
-import { CronService } from '../aggregates/cron/service.js';
-import type { ExistingCronJob } from '../domain/cron-job.js';
-import type { ExistingJobRun } from '../domain/job-run.js';
-import { ValidationError } from '../errors.js';
-import { CommandHandler } from '../eventstore/command-handler.js';
-import type { Role, RoleContext } from './role.js';
+import { createDatabase } from '../../adapters/postgres/database.js';
+import { CoalescingNotifier } from '../../adapters/postgres/notifications.js';
+import { servicesOn } from '../../cli/one-shot.js';
+import type { ExistingCronJob } from '../../domain/cron-job.js';
+import type { ExistingJobRun } from '../../domain/job-run.js';
+import { ValidationError } from '../../errors.js';
+import type { Role, RoleContext } from '../../registry/role.js';
+import type { CronServices } from './routes.js';
+import type { CronService } from './service.js';
+import type { CronConfig } from './settings.js';
 
 class UsageError extends ValidationError {}
 
@@ -74,7 +76,7 @@ function describeRun(run: ExistingJobRun): string {
 }
 
 async function withService(
-  context: RoleContext,
+  context: RoleContext<CronConfig>,
   work: (cron: CronService) => Promise<number>,
 ): Promise<number> {
   const { config } = context;
@@ -87,20 +89,7 @@ async function withService(
   // Wakes the relays (messages of manual and backfilled runs) and the scanners after each commit.
   const notifier = new CoalescingNotifier(db, 0);
   try {
-    const cron = new CronService({
-      db,
-      handler: new CommandHandler({
-        db,
-        wakeups: notifier,
-        pod: config.pod,
-        wakeHorizonMs: config.scanner.pollMs,
-      }),
-      settings: {
-        defaultTimeoutMs: config.cron.defaultTimeoutMs,
-        maxTimeoutMs: config.cron.maxTimeoutMs,
-        backfillMax: config.cron.backfillMax,
-      },
-    });
+    const { cron } = servicesOn<CronServices>(context, db, { wakeups: notifier });
     return await work(cron);
   } finally {
     notifier.close();
@@ -108,7 +97,7 @@ async function withService(
   }
 }
 
-async function cronCommand(context: RoleContext): Promise<number> {
+async function cronCommand(context: RoleContext<CronConfig>): Promise<number> {
   const [sub, ...argv] = context.argv;
   try {
     return await withService(context, (cron) => subcommand(cron, sub, argv, context));
@@ -125,7 +114,7 @@ async function subcommand(
   cron: CronService,
   sub: string | undefined,
   argv: string[],
-  context: RoleContext,
+  context: RoleContext<CronConfig>,
 ): Promise<number> {
   const actor = (by: string | undefined) => by ?? `cli:${context.config.pod}`;
   const job = async (ref: string | undefined, org: string | undefined) => {
@@ -336,7 +325,7 @@ async function subcommand(
   }
 }
 
-export const cronRoles: Record<string, Role> = {
+export const cronRoles: Record<string, Role<CronConfig>> = {
   cron: {
     summary:
       'cron jobs: list|show|create|pause|resume|delete|trigger|runs|ledger|upcoming|backfill [--dry-run]',

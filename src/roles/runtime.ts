@@ -7,31 +7,15 @@
  * endpoint (src/observability/role-endpoint.ts), shared by all the roles one process runs.
  */
 import { startTracing } from '../adapters/otel/sdk.js';
-import { createDatabase, type DatabaseOptions } from '../adapters/postgres/database.js';
+import { createDatabase } from '../adapters/postgres/database.js';
 import { CoalescingNotifier, PgWakeupListener } from '../adapters/postgres/notifications.js';
-import type { HeraldConfig } from '../config.js';
 import { CommandHandler } from '../eventstore/command-handler.js';
-import type { AggregateRegistry } from '../eventstore/registry.js';
+import { ReadinessProbes } from '../health/readiness.js';
+import { acquireRoleEndpoint } from '../health/role-endpoint.js';
 import type { Logger } from '../logger.js';
-import { ReadinessProbes } from '../observability/readiness.js';
-import { acquireRoleEndpoint } from '../observability/role-endpoint.js';
-import type { Database } from '../ports/database.js';
-
-export interface Runtime {
-  config: HeraldConfig;
-  logger: Logger;
-  registry: AggregateRegistry;
-  db: Database;
-  databaseOptions: DatabaseOptions;
-  notifier: CoalescingNotifier;
-  listener: PgWakeupListener;
-  handler: CommandHandler;
-  /** What the role adds to its process's `/readyz` (broker connections, consumers). */
-  probes: ReadinessProbes;
-  /** The process's metrics and health endpoint, when the role runs through `runRole`. */
-  endpoint?: { readonly url: string };
-  close(): Promise<void>;
-}
+import type { AggregateRegistry } from '../registry/registry.js';
+import type { RoleDefinition, Runtime } from '../registry/role.js';
+import type { HeraldConfig } from '../settings/core.js';
 
 export interface RuntimeOptions {
   registry: AggregateRegistry;
@@ -41,7 +25,11 @@ export interface RuntimeOptions {
   poolSize?: number;
 }
 
-export function createRuntime(config: HeraldConfig, logger: Logger, options: RuntimeOptions): Runtime {
+export function createRuntime<Config extends HeraldConfig>(
+  config: Config,
+  logger: Logger,
+  options: RuntimeOptions,
+): Runtime<Config> {
   const databaseOptions = {
     url: config.databaseUrl,
     schema: config.schema,
@@ -73,13 +61,6 @@ export function createRuntime(config: HeraldConfig, logger: Logger, options: Run
       await db.close();
     },
   };
-}
-
-/** A long-running process role (`herald scanner`, `herald relay`, …, and roles aggregates add). */
-export interface RoleDefinition {
-  readonly summary: string;
-  /** Runs until `signal` aborts, then finishes in-flight work and resolves; the runtime is closed after. */
-  run(runtime: Runtime, signal: AbortSignal): Promise<void>;
 }
 
 /** Runs a role on a runtime of its own, built from the config, and closes the runtime afterwards. */

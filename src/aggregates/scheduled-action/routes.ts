@@ -9,20 +9,32 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { listOrganizationActions } from '../../adapters/postgres/scheduled-action-queries.js';
-import { signalParams } from '../../aggregates/scheduled-action/service.js';
-import { ACTION_STATUSES, scheduledActionCommandSchema } from '../../domain/scheduled-action.js';
-import { ownAction, principalOf, sendCommand } from '../http.js';
-import { commandSchema, cursor, cursorInstant, cursorUuid, limit, pageOf, uuidParams } from '../schemas.js';
-import { actionView, page, signalOutcomeView, view } from '../views.js';
+import type { Principal } from '../../api/auth.js';
+import { owned, principalOf, sendCommand } from '../../api/http.js';
+import type { RouteDeps } from '../../api/module.js';
 import {
   commandProblems,
   commandRoutes,
   historyRoute,
   IDEMPOTENCY_HEADER_DOC,
   idempotencyHeaders,
-  type RouteDeps,
   readProblems,
-} from './common.js';
+} from '../../api/routes/common.js';
+import {
+  commandSchema,
+  cursor,
+  cursorInstant,
+  cursorUuid,
+  limit,
+  pageOf,
+  uuidParams,
+} from '../../api/schemas.js';
+import { page, view } from '../../api/views.js';
+import type { ExistingAction } from '../../domain/scheduled-action.js';
+import { ACTION_STATUSES, scheduledActionCommandSchema } from '../../domain/scheduled-action.js';
+import type { ScheduledActionService } from './service.js';
+import { signalParams } from './service.js';
+import { actionView, signalOutcomeView } from './views.js';
 
 const schedule = commandSchema(scheduledActionCommandSchema.options, 'ScheduleAction').shape;
 const cancel = commandSchema(scheduledActionCommandSchema.options, 'CancelAction').shape;
@@ -81,7 +93,19 @@ const subjectView = z
 const actionPage = page(actionView, 'ScheduledActionPage');
 const actionResponse = (status: 200 | 201) => ({ [status]: actionView, ...commandProblems });
 
-export const actionRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { commands, registry }) => {
+/** The scheduled-action slice's services (its registration builds them). */
+export interface ActionServices {
+  actions: ScheduledActionService;
+}
+
+/** The action, when the principal's organization owns it (a 404 otherwise). */
+export const ownAction = (s: ActionServices, principal: Principal, id: string): Promise<ExistingAction> =>
+  owned('scheduled action', id, principal, () => s.actions.get(id));
+
+export const actionRoutes: FastifyPluginAsyncZod<RouteDeps<ActionServices>> = async (
+  app,
+  { commands, registry },
+) => {
   const readers = commands.readers;
 
   app.post(

@@ -14,22 +14,16 @@
  */
 
 import { randomUUID } from 'node:crypto';
-import { loadUpload } from '../adapters/postgres/sms-queries.js';
-import { PostgresLedger } from '../aggregates/campaign/sms/billing.js';
-import { checkCampaignMoney } from '../aggregates/campaign/sms/money-check.js';
-import { SmsCampaignService } from '../aggregates/campaign/sms/service.js';
-import { SmsGatewaySimulator } from '../aggregates/campaign/sms/simulator.js';
-import type { HeraldConfig } from '../config.js';
-import type { ExistingCampaign } from '../domain/campaign.js';
-import { silentLogger } from '../logger.js';
-import type { Runtime } from '../runtime/runtime.js';
-import { describeCampaign } from './campaign-commands.js';
-
-export interface SmsDemoContext {
-  runtime: Runtime;
-  config: HeraldConfig;
-  out: (line?: string) => void;
-}
+import { loadUpload } from '../../../adapters/postgres/sms-queries.js';
+import type { ExistingCampaign } from '../../../domain/campaign.js';
+import { silentLogger } from '../../../logger.js';
+import type { DemoContext } from '../../../registry/demo.js';
+import { describeCampaign } from '../cli.js';
+import type { CampaignConfig } from '../settings.js';
+import { PostgresLedger } from './billing.js';
+import { checkCampaignMoney } from './money-check.js';
+import { SmsCampaignService } from './service.js';
+import { SmsGatewaySimulator } from './simulator.js';
 
 const ORG = 'org-demo';
 
@@ -40,7 +34,11 @@ const DEMO_TEST_NUMBERS = [
   { msisdn: '8801912000097', status: 'NOT_AVAILABLE', errorCode: null, label: 'never confirmed' },
 ] as const;
 
-export async function runSmsDemo({ runtime, config, out }: SmsDemoContext): Promise<boolean> {
+export async function runSmsDemo({
+  runtime,
+  config,
+  out,
+}: Pick<DemoContext<CampaignConfig>, 'runtime' | 'config' | 'out'>): Promise<boolean> {
   out();
   if (config.kafkaBrokers.length === 0) {
     out('sms campaigns (seed 003): skipped, KAFKA_BROKERS is not set (the SMS submit topic is on Kafka)');

@@ -13,20 +13,19 @@
  *   herald sms-simulator
  */
 import { randomUUID } from 'node:crypto';
-import { listRecipients, loadUpload } from '../adapters/postgres/sms-queries.js';
-import { campaignAggregate } from '../aggregates/campaign/descriptor.js';
-import { CampaignService } from '../aggregates/campaign/service.js';
-import { PostgresLedger } from '../aggregates/campaign/sms/billing.js';
-import { checkCampaignMoney, type MoneyCheck } from '../aggregates/campaign/sms/money-check.js';
-import { SmsCampaignService } from '../aggregates/campaign/sms/service.js';
-import { smsSimulatorRole } from '../aggregates/campaign/sms/simulator.js';
-import type { ExistingCampaign } from '../domain/campaign.js';
-import { NotFoundError } from '../errors.js';
-import { CommandHandler } from '../eventstore/command-handler.js';
-import type { Database } from '../ports/database.js';
-import { runRole } from '../runtime/runtime.js';
-import { json, oneShot, out, parse, UsageError } from './one-shot.js';
-import type { Role, RoleContext } from './role.js';
+import { listRecipients, loadUpload } from '../../adapters/postgres/sms-queries.js';
+import { json, oneShot, out, parse, servicesOn, UsageError } from '../../cli/one-shot.js';
+import type { ExistingCampaign } from '../../domain/campaign.js';
+import { NotFoundError } from '../../errors.js';
+import type { Database } from '../../ports/database.js';
+import type { Role, RoleContext } from '../../registry/role.js';
+import { runRole } from '../../roles/runtime.js';
+import { campaignAggregate } from './descriptor.js';
+import type { CampaignServices } from './routes.js';
+import type { CampaignConfig } from './settings.js';
+import { PostgresLedger } from './sms/billing.js';
+import { checkCampaignMoney, type MoneyCheck } from './sms/money-check.js';
+import { smsSimulatorRole } from './sms/simulator.js';
 
 const USAGE =
   'herald campaigns show <id> [--json] | recipients <id> [--after <id>] [--limit <n>] [--json] | ' +
@@ -116,25 +115,17 @@ export function describeCampaign(
 /** `herald campaigns pause|resume|cancel|reschedule|resend`: the SMS controls, or the generic commands for LINE. */
 async function control(
   db: Database,
-  config: RoleContext['config'],
+  context: RoleContext,
   sub: string,
   campaign: ExistingCampaign,
   rest: string[],
   values: { reason?: string | undefined; 'dry-run'?: boolean | undefined; json?: boolean | undefined },
 ): Promise<number> {
-  const handler = new CommandHandler({ db, pod: config.pod });
+  const { sms, campaigns: generic } = servicesOn<CampaignServices>(context, db);
   const meta = { actor: 'cli', correlationId: randomUUID() };
   const id = campaign.campaignId;
   const reason = values.reason;
   const isSms = campaign.channel === 'sms' && campaign.sms !== null;
-  const sms = new SmsCampaignService({
-    db,
-    handler,
-    billing: new PostgresLedger(db),
-    settings: config.sms,
-    idempotencyTtlMs: config.api.idempotencyTtlMs,
-  });
-  const generic = new CampaignService({ db, handler });
   const show = (state: ExistingCampaign, what: string) => {
     if (values.json) out(json(state));
     else {
@@ -200,7 +191,7 @@ const campaignsCommand: Role['run'] = oneShot(USAGE, async (context, db) => {
   const loaded = await campaignAggregate.store.load(db, id);
   if (!loaded || loaded.state.status === 'NONE') throw new NotFoundError(`campaign ${id} not found`);
   const campaign = loaded.state;
-  if (CONTROLS.includes(sub)) return control(db, context.config, sub, campaign, rest, values);
+  if (CONTROLS.includes(sub)) return control(db, context, sub, campaign, rest, values);
   if (sub === 'show') {
     const upload = campaign.sms?.source === 'csv' ? await loadUpload(db, campaign.campaignId) : null;
     const money = campaign.sms ? await checkCampaignMoney(db, campaign.campaignId) : null;
@@ -259,7 +250,7 @@ const billingCommand: Role['run'] = oneShot(BILLING_USAGE, async ({ argv }, db) 
   throw new UsageError('expected credit <organization> <amount> --key <key> or balance <organization>');
 });
 
-export const campaignRoles: Record<string, Role> = {
+export const campaignRoles: Record<string, Role<CampaignConfig>> = {
   billing: {
     summary: 'the default billing ledger: credit <org> <amount> --key <key> | balance <org>',
     run: billingCommand,

@@ -8,20 +8,20 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CronService } from '../aggregates/cron/service.js';
-import type { HeraldConfig } from '../config.js';
-import type { ExistingJobRun } from '../domain/job-run.js';
-import type { Runtime } from '../runtime/runtime.js';
-
-export interface CronDemoContext {
-  runtime: Runtime;
-  config: HeraldConfig;
-  out: (line?: string) => void;
-}
+import type { ExistingJobRun } from '../../domain/job-run.js';
+import type { DemoContext, DemoStep } from '../../registry/demo.js';
+import { CronService } from './service.js';
+import type { CronConfig } from './settings.js';
 
 const clock = (iso: string | null) => (iso ? iso.slice(11, 23) : '-');
 
-export async function runCronDemo({ runtime, config, out }: CronDemoContext): Promise<boolean> {
+/** The cron slice's demo step: its job targets are HTTP servers it starts on 127.0.0.1. */
+export const cronDemo: DemoStep<CronConfig> = {
+  env: { HERALD_CRON_ALLOW_PRIVATE_TARGETS: 'true' },
+  run: runCronDemo,
+};
+
+async function runCronDemo({ runtime, config, out }: DemoContext<CronConfig>): Promise<boolean> {
   const server = createServer((req, res) => {
     const failing = req.url?.startsWith('/flaky');
     res.writeHead(failing ? 503 : 200, { 'content-type': 'text/plain' });

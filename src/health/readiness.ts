@@ -27,12 +27,11 @@ import {
   ping,
   projectionLag,
 } from '../adapters/postgres/observability-queries.js';
-import type { ObservabilitySettings } from '../config.js';
 import { errorMessage } from '../errors.js';
-import type { AggregateRegistry } from '../eventstore/registry.js';
 import type { SqlClient } from '../ports/database.js';
-import { checkpointName, type ProjectionSource } from '../projections/projection.js';
+import { checkpointName, type Projection, type ProjectionSource } from '../projections/projection.js';
 import { projectorLeaseName } from '../projections/projector.js';
+import type { ObservabilitySettings } from '../settings/core.js';
 
 export interface ReadinessCheck {
   readonly name: string;
@@ -72,8 +71,14 @@ export interface LeaseRequirements {
   readonly checkpoints: readonly { name: string; projection: string; source: ProjectionSource }[];
 }
 
+/** What readiness reads of a registry: the leases its slices' pollers hold, and its projections. */
+export interface LeaseSources {
+  readonly leases: readonly { readonly name: string; readonly role: string }[];
+  readonly projections: ReadonlyMap<string, Projection>;
+}
+
 export function leaseRequirements(
-  registries: Iterable<AggregateRegistry>,
+  registries: Iterable<LeaseSources>,
   roles: Iterable<string> = [],
 ): LeaseRequirements {
   const leases = new Set<string>();
@@ -194,7 +199,7 @@ export function processReadiness(
   settings: ObservabilitySettings,
   deps: {
     readonly db: SqlClient;
-    readonly registries: () => Iterable<AggregateRegistry>;
+    readonly registries: () => Iterable<LeaseSources>;
     readonly probes: () => Iterable<ReadinessProbe>;
     /** The roles this process runs (their registered leases are required); default none. */
     readonly roles?: () => Iterable<string>;
