@@ -32,12 +32,10 @@ export { type SmsRollup, smsRollupSweeper } from './aggregates/campaign/sms/roll
 export { postgresSmsRouting, type SmsRoutingPort } from './aggregates/campaign/sms/routing.js';
 export {
   type BulkCreated,
-  type IdempotencyOptions,
   SmsCampaignService,
   type SmsCampaignServiceDeps,
   type SmsPreview,
   type SmsRequestOptions,
-  type SmsResponse,
   type UploadView,
 } from './aggregates/campaign/sms/service.js';
 export {

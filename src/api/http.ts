@@ -5,11 +5,12 @@
  * (404), so a key never learns that another organization's id exists.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { HeraldError, NotFoundError } from '../errors.js';
+import { HeraldError, NotFoundError, ValidationError } from '../errors.js';
 import type { SqlClient } from '../ports/database.js';
 import type { EventMeta } from '../ports/events.js';
 import type { Permission, Principal } from './auth.js';
-import { type ApiResponse, RequestCommands, type Services } from './commands.js';
+import type { ApiResponse, RequestCommands, Services } from './commands.js';
+import { fingerprint, type RequestKey } from './idempotency.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -36,6 +37,33 @@ export function principalOf(request: FastifyRequest): Principal {
  * Runs a route's commands in one transaction (with the Idempotency-Key, if given) and sends the
  * response: the route's status and body, or the stored one with `Idempotent-Replayed: true`.
  */
+const KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * The request's Idempotency-Key (1 to 255 printable ASCII characters), scoped by the caller's
+ * organization, the method and the route pattern, and fingerprinted over `input` (default: the body,
+ * path parameters and query as received); undefined without the header.
+ */
+export function requestKeyOf(
+  request: FastifyRequest,
+  input: unknown = request.receivedInput,
+): RequestKey | undefined {
+  const header = request.headers['idempotency-key'];
+  if (header === undefined) return undefined;
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value === undefined || !KEY_FORMAT.test(value)) {
+    throw new ValidationError('Idempotency-Key must be 1 to 255 printable ASCII characters', {
+      field: 'Idempotency-Key',
+    });
+  }
+  const route = request.routeOptions.url ?? request.url;
+  return {
+    scope: JSON.stringify([principalOf(request).organizationId, request.method, route]),
+    key: value,
+    fingerprint: fingerprint(input),
+  };
+}
+
 export async function sendCommand<Svc>(
   commands: RequestCommands<Svc>,
   request: FastifyRequest,
@@ -43,14 +71,7 @@ export async function sendCommand<Svc>(
   work: (services: Services<Svc>, meta: EventMeta, tx: SqlClient) => Promise<ApiResponse>,
 ): Promise<FastifyReply> {
   const outcome = await commands.run(
-    {
-      principal: principalOf(request),
-      requestId: request.id,
-      method: request.method,
-      route: request.routeOptions.url ?? request.url,
-      idempotencyKey: RequestCommands.parseKey(request.headers['idempotency-key']),
-      fingerprintOf: request.receivedInput,
-    },
+    { principal: principalOf(request), requestId: request.id, idempotency: requestKeyOf(request) },
     work,
   );
   if (outcome.headers) void reply.headers(outcome.headers);

@@ -198,6 +198,17 @@ export function page<T extends z.ZodType>(item: T, id: string) {
  * typed more narrowly than a view can say; the keys are checked above (SameKeys) and every response
  * is encoded through its view at run time, so a value that does not fit is a 500, never a silent leak.
  */
+/**
+ * The `commands` field of a view: the operations of the aggregate's catalogue (src/domain/operations.ts)
+ * its current state allows, computed by the server (`availableOperations`), so a client shows exactly
+ * the commands it may send.
+ */
+export function operationsField<Name extends string>(catalogue: Readonly<Record<Name, unknown>>) {
+  return z
+    .array(z.enum(Object.keys(catalogue) as [Name, ...Name[]]))
+    .describe('the operations the current state allows (the dashboard shows these commands)');
+}
+
 export function view<S extends z.ZodType>(_schema: S, value: unknown): z.output<S> {
   return value as z.output<S>;
 }

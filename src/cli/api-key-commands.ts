@@ -19,13 +19,13 @@ import { isUuid } from '../adapters/postgres/state-table.js';
 import { API_KEY_ROLES, type ApiKeyRole, createApiKey } from '../api/auth.js';
 import type { Database } from '../ports/database.js';
 import type { Role, RoleContext } from '../registry/role.js';
-import { json, oneShot, out, parse, UsageError } from './one-shot.js';
+import { json, ORGANIZATION_OPTION, oneShot, out, parse, UsageError } from './one-shot.js';
 
 const USAGE =
   'herald api-keys create --organization <id> --role viewer|operator|admin [--name <text>] | list [--organization <id>] [--include-revoked] | revoke <id>';
 
 const OPTIONS = {
-  organization: { type: 'string' },
+  ...ORGANIZATION_OPTION,
   role: { type: 'string' },
   name: { type: 'string' },
   'include-revoked': { type: 'boolean' },

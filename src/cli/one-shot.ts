@@ -18,12 +18,17 @@ export const json = (value: unknown) => JSON.stringify(value, null, 2);
 
 type StrictConfig<T> = { args: string[]; options: T; allowPositionals: true; strict: true };
 
+/** Every command names an organization the same way: `--organization <id>` (`--org` for short). */
+export const ORGANIZATION_OPTION = { organization: { type: 'string' } } as const;
+
 export function parse<T extends NonNullable<ParseArgsConfig['options']>>(
   argv: string[],
   options: T,
 ): ReturnType<typeof parseArgs<StrictConfig<T>>> {
+  const args =
+    'organization' in options ? argv.map((arg) => arg.replace(/^--org(?==|$)/, '--organization')) : argv;
   try {
-    return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+    return parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (error) {
     throw new UsageError((error as Error).message);
   }

@@ -21,6 +21,7 @@ import type { Decider } from './decider.js';
 export * from './campaign/commands.js';
 export { decideCampaign } from './campaign/decide.js';
 export * from './campaign/events.js';
+export * from './campaign/operations.js';
 export * from './campaign/sms.js';
 export * from './campaign/state.js';
 export * from './campaign/status.js';

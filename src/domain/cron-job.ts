@@ -14,6 +14,7 @@ export * from './cron-job/commands.js';
 export { DEFAULT_TIMEOUT_MS, decideCronJob } from './cron-job/decide.js';
 export * from './cron-job/events.js';
 export * from './cron-job/materialize.js';
+export * from './cron-job/operations.js';
 export * from './cron-job/policies.js';
 export * from './cron-job/schedule.js';
 export * from './cron-job/state.js';

@@ -18,8 +18,9 @@ import {
 } from './scheduled-action/state.js';
 
 export * from './scheduled-action/commands.js';
-export { decideScheduledAction, isWaiting } from './scheduled-action/decide.js';
+export { decideScheduledAction } from './scheduled-action/decide.js';
 export * from './scheduled-action/events.js';
+export * from './scheduled-action/operations.js';
 export * from './scheduled-action/state.js';
 export * from './scheduled-action/status.js';
 

@@ -70,6 +70,7 @@ export interface FencedHandlerDefinition<State, Command, Event extends DomainEve
    * The effect for several accepted messages at once (the batch form), optionally returning each one's
    * result (in order) for `complete`; throw and the batch is retried one by one.
    */
+  // biome-ignore lint/suspicious/noConfusingVoidType: an effect without per-message results resolves to nothing.
   effectMany?(contexts: readonly EffectContext<State, Payload>[]): Promise<void | readonly Result[]>;
   /** Refreshes the claim during a long effect (omit for effects that never outlive the stale window). */
   heartbeat?(claim: ClaimRef, now: Date): Command;

@@ -92,7 +92,7 @@ describe('a retry with the same key and request', () => {
       for (const r of created) expect(r.body.campaignId).toBe(created[0]!.body.campaignId);
       for (const r of replies.filter((x) => x.status !== 201)) {
         expectProblem(r, 409);
-        expect(r.headers.get('retry-after')).toBe('1');
+        expect(r.headers.get('retry-after')).toBe('2');
       }
       const id = created[0]!.body.campaignId;
       const sends = await Promise.all(
@@ -171,7 +171,7 @@ describe('refusals', () => {
       const during = await api.request('POST', path, { key, headers: withKey('flight-1') });
       expectProblem(during, 409);
       expect(during.body.code).toBe('IDEMPOTENCY_KEY_IN_USE');
-      expect(during.headers.get('retry-after')).toBe('1');
+      expect(during.headers.get('retry-after')).toBe('2');
     } finally {
       await lock.release();
     }

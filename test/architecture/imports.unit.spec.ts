@@ -113,7 +113,7 @@ describe('import rules', () => {
       for (const [next, why] of edges.get(node) ?? []) {
         if (state.get(next) === 'open') {
           const from = path.indexOf(next);
-          cycles.push([...path.slice(from), next].join(' → ') + ` (${why})`);
+          cycles.push(`${[...path.slice(from), next].join(' → ')} (${why})`);
         } else if (!state.has(next)) visit(next, [...path, next]);
       }
       state.set(node, 'done');

@@ -50,6 +50,8 @@ describe('catch-up, ledger and backfill', () => {
         overlap: 'allow',
         catchUp: { graceMs: 200, ...catchUp },
       });
+    // Created early in one second, so all four get the same next occurrence (the second after it).
+    await until(Math.ceil((await dbNowMs(t.db)) / 1000) * 1000 + 20);
     const skip = await make('skip-missed', { mode: 'skip-missed' });
     const latest = await make('run-latest', { mode: 'run-latest' });
     const all = await make('run-all cap 2', { mode: 'run-all', cap: 2 });

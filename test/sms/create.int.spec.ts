@@ -50,7 +50,6 @@ describe('inline creation', () => {
     const { service } = smsService(t);
     const before = (await ledger.totals(ORG))!;
     const created = await service.create(inlineRequest(), { organizationId: ORG, meta: { actor: 'test' } });
-    expect(created.status).toBe(201);
     expect(created.replayed).toBe(false);
     const c = created.body;
     expect(c).toMatchObject({
@@ -325,18 +324,17 @@ describe('preview', () => {
     const before = await writtenRows(t.db);
     const balance = (await ledger.totals(ORG))!.balance;
     const preview = await service.preview(inlineRequest(), { organizationId: ORG });
-    expect(preview.status).toBe(200);
-    expect(preview.body).toMatchObject({ recipients: 3, messageType: 'PROMOTIONAL', startAt: null });
-    expect(preview.body.messages[0]).toMatchObject({
+    expect(preview).toMatchObject({ recipients: 3, messageType: 'PROMOTIONAL', startAt: null });
+    expect(preview.messages[0]).toMatchObject({
       msisdn: '8801712345678',
       operator: 'GP',
       content: 'প্রিয় Amina, আপনার ব্যালেন্স 250.00 টাকা।',
       encoding: 'UCS2',
       rate: '0.3000',
     });
-    expect(preview.body.byOperator.map((o) => o.operator).sort()).toEqual(['BANGLALINK', 'GP', 'ROBI']);
+    expect(preview.byOperator.map((o) => o.operator).sort()).toEqual(['BANGLALINK', 'GP', 'ROBI']);
     const created = await smsService(t).service.create(inlineRequest(), { organizationId: ORG });
-    expect(created.body.sms!.totalCost).toBe(preview.body.totalCost);
+    expect(created.body.sms!.totalCost).toBe(preview.totalCost);
     const after = await writtenRows(t.db);
     expect(after.campaigns).toBe(before.campaigns + 1); // the create, not the preview
     expect((await ledger.totals(ORG))!.balance).not.toBe(balance);
@@ -351,7 +349,7 @@ describe('idempotency', () => {
     const before = await writtenRows(t.db);
     const first = await service.create(body, options);
     const second = await service.create(body, options);
-    expect(second).toEqual({ status: 201, body: JSON.parse(JSON.stringify(first.body)), replayed: true });
+    expect(second).toEqual({ body: JSON.parse(JSON.stringify(first.body)), replayed: true });
     const after = await writtenRows(t.db);
     expect(after.campaigns - before.campaigns).toBe(1);
     expect(after.charges - before.charges).toBe(1);
@@ -440,7 +438,7 @@ describe('billing failures', () => {
     expect((await t.db.query(`select 1 from idempotency_key where key = 'poor-1'`)).rowCount).toBe(0);
     await ledger.credit({ organizationId: org, key: 'top-up-2', amount: '100' });
     const retried = await service.create(body, options);
-    expect(retried).toMatchObject({ status: 201, replayed: false, body: { status: 'QUEUED' } });
+    expect(retried).toMatchObject({ replayed: false, body: { status: 'QUEUED' } });
   });
 
   it('an ambiguous outcome (applied, answer lost): reversed by the same key, FAILED, 502, balance restored', async () => {

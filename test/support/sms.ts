@@ -4,7 +4,7 @@ import type { BillingPort } from '../../src/aggregates/campaign/sms/billing.js';
 import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
 import { SmsCampaignService } from '../../src/aggregates/campaign/sms/service.js';
 import type { SmsSettings } from '../../src/aggregates/campaign/sms/settings.js';
-import { fingerprint } from '../../src/api/commands.js';
+import { fingerprint } from '../../src/api/idempotency.js';
 import type { InlineCampaignRequest } from '../../src/domain/sms/campaign-request.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';

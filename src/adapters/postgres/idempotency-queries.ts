@@ -80,3 +80,13 @@ export async function completeIdempotencyKey(
   ]);
   if (rowCount !== 1) throw new Error(`idempotency key ${params.key} was not reserved by this transaction`);
 }
+
+/**
+ * Releases a key reserved by a request that failed (seed 003: "Release reservation"), so the client may
+ * retry with it; a completed key is never released.
+ */
+export const RELEASE_IDEMPOTENCY_KEY = `delete from idempotency_key where scope = $1 and key = $2 and state = 'in_progress'`;
+
+export async function releaseIdempotencyKey(sql: SqlClient, scope: string, key: string): Promise<void> {
+  await sql.query(RELEASE_IDEMPOTENCY_KEY, [scope, key]);
+}

@@ -463,15 +463,3 @@ export async function countRecipientsByStatus(
   const { rows } = await sql.query<{ status: string; n: number }>(COUNT_RECIPIENTS_BY_STATUS, [campaignId]);
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
-
-// ─── idempotency ────────────────────────────────────────────────────────────────────────────────────
-
-/**
- * Releases a key reserved by a request that failed (seed 003: "Release reservation"), so the client may
- * retry with it; a completed key is never released. The reservation itself is idempotency-queries.ts's.
- */
-export const RELEASE_IDEMPOTENCY_KEY = `delete from idempotency_key where scope = $1 and key = $2 and state = 'in_progress'`;
-
-export async function releaseIdempotencyKey(sql: SqlClient, scope: string, key: string): Promise<void> {
-  await sql.query(RELEASE_IDEMPOTENCY_KEY, [scope, key]);
-}

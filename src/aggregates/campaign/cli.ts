@@ -136,9 +136,9 @@ async function control(
   };
   switch (sub) {
     case 'pause':
-      return show(await generic.pause(id, meta, reason), 'paused');
+      return show(await generic.pause(id, reason, meta), 'paused');
     case 'resume':
-      return show(await generic.resume(id, meta, reason), 'resumed');
+      return show(await generic.resume(id, reason, meta), 'resumed');
     case 'cancel': {
       const state = await generic.cancel(id, reason, meta);
       return show(

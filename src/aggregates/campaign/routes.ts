@@ -43,7 +43,7 @@ import type { EventMeta } from '../../ports/events.js';
 import type { CampaignService } from './service.js';
 import { createSmsCampaign, smsCampaignBody } from './sms/routes.js';
 import type { SmsCampaignService } from './sms/service.js';
-import { campaignView } from './views.js';
+import { campaignOut, campaignView } from './views.js';
 
 /** The campaign slice's services (its registration builds them): LINE and SMS campaigns. */
 export interface CampaignServices {
@@ -213,7 +213,7 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> 
         const campaign = await createCampaign(s, principal, body, meta);
         return {
           status: 201,
-          body: campaign,
+          body: campaignOut(campaign),
           headers: { location: `/v1/campaigns/${campaign.campaignId}` },
         };
       });
@@ -247,7 +247,7 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> 
       });
       return view(
         campaignPage,
-        pageOf(rows, q.limit, (last) => [last.createdAt, last.campaignId]),
+        pageOf(rows.map(campaignOut), q.limit, (last) => [last.createdAt, last.campaignId]),
       );
     },
   );
@@ -262,8 +262,7 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> 
         response: { 200: campaignView, ...readProblems },
       },
     },
-    async (request) =>
-      view(campaignView, await ownCampaign(readers, principalOf(request), request.params.id)),
+    async (request) => campaignOut(await ownCampaign(readers, principalOf(request), request.params.id)),
   );
 
   historyRoute(
@@ -284,6 +283,7 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> 
     tag: 'campaigns',
     view: campaignView,
     own: ownCampaign,
+    out: (campaign) => campaignOut(campaign as ExistingCampaign),
   });
 
   command(
@@ -309,13 +309,13 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> 
     'pause',
     'Pause (SCHEDULED, QUEUED or DISPATCHING), with an optional reason: no new claims, nothing recalled or refunded',
     reasonBody,
-    (s, id, b: z.output<typeof reasonBody>, meta) => s.campaigns.pause(id, meta, b?.reason),
+    (s, id, b: z.output<typeof reasonBody>, meta) => s.campaigns.pause(id, b?.reason, meta),
   );
   command(
     'resume',
     'Resume a paused campaign (paused from SCHEDULED → SCHEDULED, otherwise QUEUED)',
     reasonBody,
-    (s, id, b: z.output<typeof reasonBody>, meta) => s.campaigns.resume(id, meta, b?.reason),
+    (s, id, b: z.output<typeof reasonBody>, meta) => s.campaigns.resume(id, b?.reason, meta),
   );
   command(
     'reschedule',
@@ -342,6 +342,8 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> 
         response: campaignResponse(200),
       },
     },
-    commandOn(commands, ownCampaign, (s, id, _b, meta) => s.campaigns.delete(id, meta)),
+    commandOn(commands, ownCampaign, async (s, id, _b, meta) =>
+      campaignOut(await s.campaigns.delete(id, meta)),
+    ),
   );
 };

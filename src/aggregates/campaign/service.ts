@@ -88,8 +88,11 @@ export class CampaignService {
     return this.run(campaignId, (now) => ({ type: 'SendNow', campaignId, now }), meta);
   }
 
-  /** SCHEDULED/QUEUED/DISPATCHING → PAUSED; the reason is kept on the campaign (pauseReason) and its event. */
-  pause(campaignId: string, meta?: EventMeta, reason?: string) {
+  /**
+   * SCHEDULED/QUEUED/DISPATCHING → PAUSED; the reason is kept on the campaign (pauseReason) and its
+   * event. Every control takes (campaign, reason, meta), as the SMS controls do.
+   */
+  pause(campaignId: string, reason?: string, meta?: EventMeta) {
     return this.run(
       campaignId,
       (now) => ({ type: 'PauseCampaign', campaignId, now, ...(reason ? { reason } : {}) }),
@@ -97,7 +100,7 @@ export class CampaignService {
     );
   }
 
-  resume(campaignId: string, meta?: EventMeta, reason?: string) {
+  resume(campaignId: string, reason?: string, meta?: EventMeta) {
     return this.run(
       campaignId,
       (now) => ({ type: 'ResumeCampaign', campaignId, now, ...(reason ? { reason } : {}) }),

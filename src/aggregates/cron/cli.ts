@@ -1,11 +1,11 @@
 /**
  * `herald cron …`: the cron jobs of seed 004 from the command line, over the same CronService the
  * library exposes (one command = one transaction, database time). Strict options (a typo is a usage
- * error, exit 2); jobs are named by id, or by name with --org; --json prints one JSON document.
+ * error, exit 2); jobs are named by id, or by name with --organization; --json prints one JSON document.
  *
- *   herald cron list [--org <id>] [--all]
- *   herald cron show <job> [--org <id>]
- *   herald cron create --org <id> --name <n> --schedule '<cron>' --type ping|webhook|slack|email --payload '<json>'
+ *   herald cron list [--organization <id>] [--all]
+ *   herald cron show <job> [--organization <id>]
+ *   herald cron create --organization <id> --name <n> --schedule '<cron>' --type ping|webhook|slack|email --payload '<json>'
  *                      [--tz <zone>] [--overlap allow|skip|buffer-one] [--catch-up skip-missed|run-latest|run-all]
  *                      [--grace-ms <n>] [--window-ms <n>] [--cap <n>] [--dst-ambiguous first|last|both]
  *                      [--dst-missing shift|skip] [--timeout-ms <n>] [--retries <n>] [--retry-delay-ms <n>] [--paused]
@@ -15,41 +15,27 @@
  *   herald cron upcoming <job> [--count <n>]
  *   herald cron backfill <job> --from <time> --to <time> [--dry-run]
  */
-import { type ParseArgsConfig, parseArgs } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
 import { createDatabase } from '../../adapters/postgres/database.js';
 import { CoalescingNotifier } from '../../adapters/postgres/notifications.js';
-import { servicesOn } from '../../cli/one-shot.js';
+import { ORGANIZATION_OPTION, out, parse, servicesOn, UsageError } from '../../cli/one-shot.js';
 import type { ExistingCronJob } from '../../domain/cron-job.js';
 import type { ExistingJobRun } from '../../domain/job-run.js';
-import { ValidationError } from '../../errors.js';
 import type { Role, RoleContext } from '../../registry/role.js';
 import type { CronServices } from './routes.js';
 import type { CronService } from './service.js';
 import type { CronConfig } from './settings.js';
 
-class UsageError extends ValidationError {}
-
 const USAGE = `herald cron list|show|create|pause|resume|delete|trigger|runs|ledger|upcoming|backfill … (see README: Cron jobs)`;
-const out = (line = '') => process.stdout.write(`${line}\n`);
 
-const common = {
-  org: { type: 'string' },
+const COMMON = {
+  ...ORGANIZATION_OPTION,
   by: { type: 'string' },
   json: { type: 'boolean' },
 } as const satisfies NonNullable<ParseArgsConfig['options']>;
 
-function parse<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T) {
-  try {
-    return parseArgs({
-      args: argv,
-      options: { ...common, ...options },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-}
+const parseWith = <T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T) =>
+  parse(argv, { ...COMMON, ...options });
 
 const int = (value: string | undefined, name: string): number | undefined => {
   if (value === undefined) return undefined;
@@ -118,7 +104,7 @@ async function subcommand(
 ): Promise<number> {
   const actor = (by: string | undefined) => by ?? `cli:${context.config.pod}`;
   const job = async (ref: string | undefined, org: string | undefined) => {
-    if (!ref) throw new UsageError(`herald cron ${sub}: which job? (an id, or a name with --org)`);
+    if (!ref) throw new UsageError(`herald cron ${sub}: which job? (an id, or a name with --organization)`);
     return cron.find(ref, org);
   };
   const print = (json: boolean | undefined, value: unknown, text: () => void) => {
@@ -128,9 +114,9 @@ async function subcommand(
   };
   switch (sub) {
     case 'list': {
-      const { values } = parse(argv, { all: { type: 'boolean' } });
+      const { values } = parseWith(argv, { all: { type: 'boolean' } });
       const jobs = await cron.list({
-        ...(values.org ? { organizationId: values.org } : {}),
+        ...(values.organization ? { organizationId: values.organization } : {}),
         includeDeleted: values.all ?? false,
       });
       return print(values.json, jobs, () => {
@@ -139,8 +125,8 @@ async function subcommand(
       });
     }
     case 'show': {
-      const { values, positionals } = parse(argv, {});
-      const j = await job(positionals[0], values.org);
+      const { values, positionals } = parseWith(argv, {});
+      const j = await job(positionals[0], values.organization);
       const [counts, upcoming] = await Promise.all([cron.countRuns(j.jobId), cron.upcoming(j.jobId, 5)]);
       return print(values.json, { job: j, runs: counts, upcoming }, () => {
         out(describeJob(j));
@@ -163,7 +149,7 @@ async function subcommand(
       });
     }
     case 'create': {
-      const { values } = parse(argv, {
+      const { values } = parseWith(argv, {
         name: { type: 'string' },
         schedule: { type: 'string' },
         tz: { type: 'string' },
@@ -181,7 +167,7 @@ async function subcommand(
         'retry-delay-ms': { type: 'string' },
         paused: { type: 'boolean' },
       });
-      for (const required of ['org', 'name', 'schedule', 'type', 'payload'] as const) {
+      for (const required of ['organization', 'name', 'schedule', 'type', 'payload'] as const) {
         if (!values[required]) throw new UsageError(`herald cron create: --${required} is required`);
       }
       let payload: unknown;
@@ -202,7 +188,7 @@ async function subcommand(
       };
       const created = await cron.create(
         {
-          organizationId: values.org!,
+          organizationId: values.organization!,
           name: values.name!,
           schedule: values.schedule!,
           timezone: values.tz ?? 'UTC',
@@ -231,8 +217,8 @@ async function subcommand(
     case 'resume':
     case 'delete':
     case 'trigger': {
-      const { values, positionals } = parse(argv, { reason: { type: 'string' } });
-      const j = await job(positionals[0], values.org);
+      const { values, positionals } = parseWith(argv, { reason: { type: 'string' } });
+      const j = await job(positionals[0], values.organization);
       const by = actor(values.by);
       const meta = { actor: by };
       if (sub === 'pause') {
@@ -253,12 +239,12 @@ async function subcommand(
     }
     case 'runs':
     case 'ledger': {
-      const { values, positionals } = parse(argv, {
+      const { values, positionals } = parseWith(argv, {
         from: { type: 'string' },
         to: { type: 'string' },
         limit: { type: 'string' },
       });
-      const j = await job(positionals[0], values.org);
+      const j = await job(positionals[0], values.organization);
       const range = {
         ...(values.from ? { from: values.from } : {}),
         ...(values.to ? { to: values.to } : {}),
@@ -286,8 +272,8 @@ async function subcommand(
       });
     }
     case 'upcoming': {
-      const { values, positionals } = parse(argv, { count: { type: 'string' } });
-      const j = await job(positionals[0], values.org);
+      const { values, positionals } = parseWith(argv, { count: { type: 'string' } });
+      const j = await job(positionals[0], values.organization);
       const upcoming = await cron.upcoming(j.jobId, int(values.count, 'count') ?? 10);
       return print(values.json, upcoming, () => {
         for (const o of upcoming)
@@ -297,14 +283,14 @@ async function subcommand(
       });
     }
     case 'backfill': {
-      const { values, positionals } = parse(argv, {
+      const { values, positionals } = parseWith(argv, {
         from: { type: 'string' },
         to: { type: 'string' },
         'dry-run': { type: 'boolean' },
       });
       if (!values.from || !values.to)
         throw new UsageError('herald cron backfill: --from and --to are required');
-      const j = await job(positionals[0], values.org);
+      const j = await job(positionals[0], values.organization);
       const result = await cron.backfill(j.jobId, {
         from: values.from,
         to: values.to,

@@ -4,10 +4,11 @@
  * and backfill results.
  */
 import { z } from 'zod';
-import { instant, json, type SameKeys, sameKeys } from '../../api/views.js';
+import { instant, json, operationsField, type SameKeys, sameKeys } from '../../api/views.js';
 import {
   AMBIGUOUS_TIME_POLICIES,
   CATCH_UP_MODES,
+  CRON_JOB_OPERATIONS,
   CRON_JOB_STATUSES,
   type ExistingCronJob,
   JOB_TYPES,
@@ -15,6 +16,7 @@ import {
   OVERLAP_POLICIES,
 } from '../../domain/cron-job.js';
 import { type ExistingJobRun, RUN_FATES, RUN_STATUSES, RUN_TRIGGERS } from '../../domain/job-run.js';
+import { availableOperations } from '../../domain/operations.js';
 
 const dstView = z.object({
   ambiguous: z.enum(AMBIGUOUS_TIME_POLICIES),
@@ -32,37 +34,40 @@ const retryView = z.object({
   maxDelayMs: z.number().int(),
 });
 
-export const cronJobView = z
-  .object({
-    jobId: z.uuid(),
-    organizationId: z.string(),
-    name: z.string(),
-    status: z.enum(CRON_JOB_STATUSES),
-    schedule: z.string(),
-    timezone: z.string(),
-    dst: dstView,
-    jobType: z.enum(JOB_TYPES),
-    payload: json.describe("the job type's payload (a webhook's signingSecret is never returned)"),
-    timeoutMs: z.number().int(),
-    overlap: z.enum(OVERLAP_POLICIES),
-    catchUp: catchUpView,
-    retry: retryView,
-    nextRunAt: instant.nullable(),
-    lastOccurrenceAt: instant.nullable(),
-    pausedAt: instant.nullable(),
-    pausedReason: z.string().nullable(),
-    pausedBy: z.string().nullable(),
-    createdAt: instant,
-    updatedAt: instant,
-    deletedAt: instant.nullable(),
-  })
+const cronJobFields = z.object({
+  jobId: z.uuid(),
+  organizationId: z.string(),
+  name: z.string(),
+  status: z.enum(CRON_JOB_STATUSES),
+  schedule: z.string(),
+  timezone: z.string(),
+  dst: dstView,
+  jobType: z.enum(JOB_TYPES),
+  payload: json.describe("the job type's payload (a webhook's signingSecret is never returned)"),
+  timeoutMs: z.number().int(),
+  overlap: z.enum(OVERLAP_POLICIES),
+  catchUp: catchUpView,
+  retry: retryView,
+  nextRunAt: instant.nullable(),
+  lastOccurrenceAt: instant.nullable(),
+  pausedAt: instant.nullable(),
+  pausedReason: z.string().nullable(),
+  pausedBy: z.string().nullable(),
+  createdAt: instant,
+  updatedAt: instant,
+  deletedAt: instant.nullable(),
+});
+sameKeys<SameKeys<ExistingCronJob, z.output<typeof cronJobFields>>>(true);
+
+export const cronJobView = cronJobFields
+  .extend({ commands: operationsField(CRON_JOB_OPERATIONS) })
   .meta({ id: 'CronJob' });
-sameKeys<SameKeys<ExistingCronJob, z.output<typeof cronJobView>>>(true);
 
 /** A job as the API shows it: the signing secret of a webhook stays in the database. */
+/** A job as the API answers it: without its signing secret, with the operations its state allows. */
 export function cronJobOut(job: ExistingCronJob): z.input<typeof cronJobView> {
   const { signingSecret: _secret, ...payload } = job.payload as unknown as Record<string, unknown>;
-  return { ...job, payload };
+  return { ...job, payload, commands: availableOperations(CRON_JOB_OPERATIONS, job) };
 }
 
 export const jobRunView = z

@@ -15,7 +15,15 @@
  * why: not found, not allowed in its status, invalid), 2 usage.
  */
 
-import { json, oneShot, out, parse, servicesOn, UsageError } from '../../cli/one-shot.js';
+import {
+  json,
+  ORGANIZATION_OPTION,
+  oneShot,
+  out,
+  parse,
+  servicesOn,
+  UsageError,
+} from '../../cli/one-shot.js';
 import { ACTION_STATUSES, type ActionStatus, type ExistingAction } from '../../domain/scheduled-action.js';
 import type { Database } from '../../ports/database.js';
 import { parseInstant } from '../../projections/replay.js';
@@ -27,7 +35,7 @@ const USAGE =
   'herald actions list|show <id>|schedule <JSON>|signal|cancel <id> --reason <text>|fire <id>|reschedule <id>|subject <org> <subject> [--set <JSON>]';
 
 const OPTIONS = {
-  organization: { type: 'string' },
+  ...ORGANIZATION_OPTION,
   status: { type: 'string' },
   workflow: { type: 'string' },
   limit: { type: 'string' },

@@ -34,7 +34,7 @@ import type { ExistingAction } from '../../domain/scheduled-action.js';
 import { ACTION_STATUSES, scheduledActionCommandSchema } from '../../domain/scheduled-action.js';
 import type { ScheduledActionService } from './service.js';
 import { signalParams } from './service.js';
-import { actionView, signalOutcomeView } from './views.js';
+import { actionOut, actionView, signalOutcomeView } from './views.js';
 
 const schedule = commandSchema(scheduledActionCommandSchema.options, 'ScheduleAction').shape;
 const cancel = commandSchema(scheduledActionCommandSchema.options, 'CancelAction').shape;
@@ -125,7 +125,11 @@ export const actionRoutes: FastifyPluginAsyncZod<RouteDeps<ActionServices>> = as
       const { organizationId } = principalOf(request);
       return sendCommand(commands, request, reply, async (s, meta) => {
         const action = await s.actions.schedule({ ...request.body, organizationId }, meta);
-        return { status: 201, body: action, headers: { location: `/v1/actions/${action.actionId}` } };
+        return {
+          status: 201,
+          body: actionOut(action),
+          headers: { location: `/v1/actions/${action.actionId}` },
+        };
       });
     },
   );
@@ -154,7 +158,7 @@ export const actionRoutes: FastifyPluginAsyncZod<RouteDeps<ActionServices>> = as
       });
       return view(
         actionPage,
-        pageOf(rows, q.limit, (last) => [last.executeAt, last.actionId]),
+        pageOf(rows.map(actionOut), q.limit, (last) => [last.executeAt, last.actionId]),
       );
     },
   );
@@ -169,7 +173,8 @@ export const actionRoutes: FastifyPluginAsyncZod<RouteDeps<ActionServices>> = as
         response: { 200: actionView, ...readProblems },
       },
     },
-    async (request) => view(actionView, await ownAction(readers, principalOf(request), request.params.id)),
+    async (request) =>
+      view(actionView, actionOut(await ownAction(readers, principalOf(request), request.params.id))),
   );
 
   historyRoute(
@@ -188,6 +193,7 @@ export const actionRoutes: FastifyPluginAsyncZod<RouteDeps<ActionServices>> = as
     path: '/actions',
     tag: 'scheduled actions',
     view: actionView,
+    out: (action) => actionOut(action as ExistingAction),
     own: ownAction,
   });
 

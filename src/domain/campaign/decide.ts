@@ -9,15 +9,16 @@
 
 import { IllegalStateError, ValidationError } from '../../errors.js';
 import { assertNever } from '../decider.js';
+import { operationRefusal } from '../operations.js';
 import { canonicalMoney, toUnits } from '../sms/money.js';
 import { ms } from '../time.js';
 import { type CampaignCommand, type ParsedCampaignCommand, parseCampaignCommand } from './commands.js';
 import type { CampaignEvent } from './events.js';
+import { CAMPAIGN_OPERATIONS, type CampaignOperationEntry } from './operations.js';
 import { resendChargeKey, type SmsCampaignFacts, withdrawable, withdrawalKey } from './sms.js';
 import {
   type CampaignIn,
   type CampaignState,
-  DELETABLE_STATUSES,
   type ExistingCampaign,
   REPORTING_STATUSES,
   RETRY_RELEASE_STATUSES,
@@ -65,7 +66,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
 
   switch (c.type) {
     case 'ActivateCampaign': {
-      const s = requireStatus(c, state, ['DRAFT', 'BUILDING'], { live: true });
+      const s = requireOperation(c, state, CAMPAIGN_OPERATIONS.activate);
       const charge = s.sms ? requireCharge(c, s, s.sms) : undefined;
       if (!s.sms && c.charge) {
         throw new ValidationError(
@@ -84,9 +85,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       return [{ type: 'CampaignActivated', data: { to: 'QUEUED', at: now, ...extra } }];
     }
     case 'ScheduleCampaign': {
-      const s = requireStatus(c, state, ['DRAFT'], { live: true });
-      if (s.sms)
-        throw illegal(c, s, 'an SMS campaign gets its start at creation and is activated by its charge');
+      const s = requireOperation(c, state, CAMPAIGN_OPERATIONS.schedule);
       const dispatchDeadline = nextDeadline(c, s.dispatchDeadline);
       return [{ type: 'CampaignScheduled', data: { startAt: c.startAt, dispatchDeadline, at: now } }];
     }
@@ -94,8 +93,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       // From DRAFT, "send now" activates and claims in one command (seed 000's cms-api-go flips a
       // draft to sending itself): two events along the diagram's DRAFT → QUEUED → DISPATCHING, so no
       // scanner can claim the campaign in between.
-      const s = requireStatus(c, state, ['DRAFT', 'QUEUED', 'SCHEDULED'], { live: true });
-      if (s.sms && s.status === 'DRAFT') throw illegal(c, s, 'an SMS draft is not charged yet');
+      const s = requireOperation(c, state, CAMPAIGN_OPERATIONS['send-now']);
       if (s.status !== 'QUEUED') requireDeadlineNotPassed(c, s);
       const claimed: CampaignEvent = {
         type: 'CampaignClaimed',
@@ -203,7 +201,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       ];
     }
     case 'PauseCampaign': {
-      const s = requireStatus(c, state, ['SCHEDULED', 'QUEUED', 'DISPATCHING'], { live: true });
+      const s = requireOperation(c, state, CAMPAIGN_OPERATIONS.pause);
       if (c.auto && s.sms === null) {
         throw new ValidationError('invalid PauseCampaign: auto applies only to an SMS campaign', {
           command: c.type,
@@ -227,7 +225,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       ];
     }
     case 'ResumeCampaign': {
-      const s = requireStatus(c, state, ['PAUSED'], { live: true });
+      const s = requireOperation(c, state, CAMPAIGN_OPERATIONS.resume);
       return [
         {
           type: 'CampaignResumed',
@@ -240,10 +238,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       ];
     }
     case 'RescheduleCampaign': {
-      const s = requireStatus(c, state, ['SCHEDULED', 'PAUSED'], { live: true });
-      if (s.status === 'PAUSED' && s.pausedFrom !== 'SCHEDULED') {
-        throw illegal(c, s, `it was paused from ${s.pausedFrom}, not SCHEDULED`);
-      }
+      const s = requireOperation(c, state, CAMPAIGN_OPERATIONS.reschedule);
       const dispatchDeadline = nextDeadline(c, s.dispatchDeadline);
       return [
         {
@@ -253,14 +248,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       ];
     }
     case 'CancelCampaign': {
-      // An SMS campaign may also be cancelled while dispatching: the epoch moves, fencing the live batch.
-      const s = requireStatus(
-        c,
-        state,
-        state.channel === 'sms'
-          ? (['QUEUED', 'SCHEDULED', 'PAUSED', 'DISPATCHING'] as const)
-          : (['QUEUED', 'SCHEDULED', 'PAUSED'] as const),
-      );
+      const s = requireOperation(c, state, CAMPAIGN_OPERATIONS.cancel);
       const requested: CampaignEvent = {
         type: 'CampaignCancellationRequested',
         data: {
@@ -316,7 +304,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       ];
     }
     case 'ResendFailed': {
-      const s = requireStatus(c, state, ['PARTIAL', 'FAILED'], { live: true });
+      const s = requireOperation(c, state, CAMPAIGN_OPERATIONS.resend);
       const resendAttempt = s.resendAttempt + 1;
       const reason = c.reason ? { reason: c.reason } : {};
       if (s.sms === null) {
@@ -337,7 +325,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       ];
     }
     case 'DeleteCampaign': {
-      requireStatus(c, state, DELETABLE_STATUSES, { live: true });
+      requireOperation(c, state, CAMPAIGN_OPERATIONS.delete);
       return [{ type: 'CampaignDeleted', data: { at: now } }];
     }
     case 'StartBuild': {
@@ -654,6 +642,17 @@ function requireStatus<S extends CampaignStatus>(
   }
   if (options.live && state.deletedAt !== null)
     throw illegal(c, state, `it was deleted at ${state.deletedAt}`);
+  return state as CampaignIn<S>;
+}
+
+/** The operation's refusal (src/domain/campaign/operations.ts) as the command's IllegalStateError. */
+function requireOperation<S extends CampaignStatus>(
+  c: ParsedCampaignCommand,
+  state: ExistingCampaign,
+  operation: CampaignOperationEntry<S>,
+): CampaignIn<S> {
+  const refused = operationRefusal(operation, state);
+  if (refused !== null) throw illegal(c, state, refused);
   return state as CampaignIn<S>;
 }
 

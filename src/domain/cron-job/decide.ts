@@ -7,11 +7,13 @@
 import { IllegalStateError, ValidationError } from '../../errors.js';
 import { assertNever } from '../decider.js';
 import { runIdFor } from '../job-run/ids.js';
+import { type Operation, operationRefusal } from '../operations.js';
 import { ms } from '../time.js';
 import { validationErrorFrom } from '../validation.js';
 import { type CronJobCommand, type ParsedCronJobCommand, parseCronJobCommand } from './commands.js';
 import type { CronJobEvent } from './events.js';
 import { planMaterialization } from './materialize.js';
+import { CRON_JOB_OPERATIONS } from './operations.js';
 import {
   catchUpPolicy,
   isJobType,
@@ -111,6 +113,7 @@ export function decideCronJob(command: CronJobCommand, state: CronJobState): Cro
 
   switch (c.type) {
     case 'UpdateCronJob': {
+      requireOperation(c, state, CRON_JOB_OPERATIONS.update);
       const { payload: rawPayload, ...rest } = c.changes;
       const jobType = rest.jobType ?? state.jobType;
       if (rest.jobType !== undefined && rest.jobType !== state.jobType && rawPayload === undefined) {
@@ -147,10 +150,10 @@ export function decideCronJob(command: CronJobCommand, state: CronJobState): Cro
       ];
     }
     case 'PauseCronJob':
-      if (state.status !== 'active') throw illegal(c, state, `it is ${state.status}`);
+      requireOperation(c, state, CRON_JOB_OPERATIONS.pause);
       return [{ type: 'CronJobPaused', data: { reason: c.reason, by: c.by, at: now } }];
     case 'ResumeCronJob': {
-      if (state.status !== 'paused') throw illegal(c, state, `it is ${state.status}, not paused`);
+      requireOperation(c, state, CRON_JOB_OPERATIONS.resume);
       const schedule = scheduleOf(state.schedule, state.timezone, state.dst);
       const held = state.nextRunAt !== null && ms(state.nextRunAt) <= ms(now) ? ms(state.nextRunAt) : null;
       let paused = null;
@@ -172,6 +175,7 @@ export function decideCronJob(command: CronJobCommand, state: CronJobState): Cro
       ];
     }
     case 'DeleteCronJob':
+      requireOperation(c, state, CRON_JOB_OPERATIONS.delete);
       return [{ type: 'CronJobDeleted', data: { by: c.by, at: now } }];
     case 'MaterializeDue': {
       if (state.status !== 'active') throw illegal(c, state, `it is ${state.status}`);
@@ -212,12 +216,24 @@ export function decideCronJob(command: CronJobCommand, state: CronJobState): Cro
       ];
     }
     case 'TriggerCronJob':
+      requireOperation(c, state, CRON_JOB_OPERATIONS.trigger);
       return [{ type: 'CronJobTriggered', data: { runId: c.runId, at: now, by: c.by } }];
     case 'BackfillCronJob':
+      requireOperation(c, state, CRON_JOB_OPERATIONS.backfill);
       return [backfill(c, state)];
     default:
       return assertNever(c, 'cron job command');
   }
+}
+
+/** An operator command's refusal (src/domain/cron-job/operations.ts) as its IllegalStateError. */
+function requireOperation(
+  c: ParsedCronJobCommand,
+  state: ExistingCronJob,
+  operation: Operation<ExistingCronJob>,
+): void {
+  const refused = operationRefusal(operation, state);
+  if (refused !== null) throw illegal(c, state, refused);
 }
 
 /** The runs a backfill creates: every occurrence in [from, to] that has not already run. */

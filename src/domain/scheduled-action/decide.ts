@@ -13,6 +13,7 @@
  */
 import { IllegalStateError, ValidationError } from '../../errors.js';
 import { assertNever } from '../decider.js';
+import { type Operation, operationRefusal } from '../operations.js';
 import { ms } from '../time.js';
 import {
   type ParsedScheduledActionCommand,
@@ -20,26 +21,17 @@ import {
   type ScheduledActionCommand,
 } from './commands.js';
 import type { ScheduledActionEvent } from './events.js';
+import { ACTION_OPERATIONS, allowedOnlyWhen } from './operations.js';
 import {
   type ActionIn,
   type ExistingAction,
   evolveScheduledAction,
+  isWaiting,
   type ScheduledActionState,
 } from './state.js';
 import type { ActionDelivery, ActionStatus } from './status.js';
 
 const plus = (iso: string, milliseconds: number) => new Date(ms(iso) + milliseconds).toISOString();
-
-/** A pending wait that no signal, operator or deadline has resolved yet. */
-export function isWaiting(state: ExistingAction): boolean {
-  return (
-    state.status === 'pending' &&
-    state.mode === 'waitForSignal' &&
-    state.unlockedBy === null &&
-    !state.expired &&
-    !state.firedNow
-  );
-}
 
 export function decideScheduledAction(
   command: ScheduledActionCommand,
@@ -124,7 +116,7 @@ export function decideScheduledAction(
       );
     }
     case 'FireActionNow': {
-      const s = requireStatus(c, state, ['pending']);
+      const s = requireOperation(c, state, ACTION_OPERATIONS.fire);
       if (isWaiting(s)) {
         if (ms(now) > ms(s.expiresAt!)) {
           throw illegal(c, s, `its deadline ${s.expiresAt} has passed: it follows its expiry path`);
@@ -140,13 +132,10 @@ export function decideScheduledAction(
       );
     }
     case 'RescheduleAction': {
-      const s = requireStatus(c, state, ['pending']);
+      const s = requireOperation(c, state, ACTION_OPERATIONS.reschedule);
       const [field, other] = isWaiting(s)
         ? (['expiresAt', 'executeAt'] as const)
         : (['executeAt', 'expiresAt'] as const);
-      if (!isWaiting(s) && s.mode === 'waitForSignal' && !s.expired) {
-        throw illegal(c, s, 'its wait is over (signalled or fired): it is due now');
-      }
       if (c[other] !== undefined) {
         throw new ValidationError(
           `invalid RescheduleAction: ${other} does not apply (${isWaiting(s) ? 'a waiting action changes its deadline, expiresAt' : 'this action changes its execute time, executeAt'})`,
@@ -179,7 +168,7 @@ export function decideScheduledAction(
     }
     case 'CancelAction': {
       if (c.epoch === undefined) {
-        requireStatus(c, state, ['pending']);
+        requireOperation(c, state, ACTION_OPERATIONS.cancel);
         return [
           { type: 'ActionCancelled', data: { reason: c.reason, by: 'operator', epoch: null, at: now } },
         ];
@@ -317,8 +306,19 @@ function requireStatus<S extends ActionStatus>(
   allowed: readonly S[],
 ): ActionIn<S> {
   if (!(allowed as readonly ActionStatus[]).includes(state.status)) {
-    throw illegal(c, state, `allowed only when ${allowed.join(' or ')}`);
+    throw illegal(c, state, allowedOnlyWhen(allowed));
   }
+  return state as ActionIn<S>;
+}
+
+/** An operator command's refusal (src/domain/scheduled-action/operations.ts) as its IllegalStateError. */
+function requireOperation<S extends ActionStatus>(
+  c: ParsedScheduledActionCommand,
+  state: ExistingAction,
+  operation: Operation<ExistingAction> & { readonly statuses: readonly S[] },
+): ActionIn<S> {
+  const refused = operationRefusal(operation, state, allowedOnlyWhen);
+  if (refused !== null) throw illegal(c, state, refused);
   return state as ActionIn<S>;
 }
 

@@ -242,3 +242,14 @@ function unfit(state: ScheduledActionState, event: ScheduledActionEvent, why?: s
     { event: event.type, status: state.status, actionId: id },
   );
 }
+
+/** A pending wait that no signal, operator or deadline has resolved yet. */
+export function isWaiting(state: ExistingAction): boolean {
+  return (
+    state.status === 'pending' &&
+    state.mode === 'waitForSignal' &&
+    state.unlockedBy === null &&
+    !state.expired &&
+    !state.firedNow
+  );
+}

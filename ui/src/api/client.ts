@@ -276,12 +276,16 @@ class LiveHub {
 
 export const liveHub = new LiveHub();
 
+/** A live-stream topic, as the server's document lists them (`GET /v1/stream/topics`). */
+export type StreamTopic = Schemas['StreamTopic'];
+
 /**
  * Calls `onChange` whenever the server reports a change on one of `topics` (coalesced by the server to
- * at most one event per topic per second), or every 10 s while the stream is down.
+ * at most one event per topic per second), or every 10 s while the stream is down. The topics are the
+ * server's (a typo, or a topic the server dropped, fails the type check).
  * Typical use: `useLive(['campaigns'], () => void query.refetch())`.
  */
-export function useLive(topics: string[], onChange: () => void): void {
+export function useLive(topics: StreamTopic[], onChange: () => void): void {
   const latest = useRef(onChange);
   latest.current = onChange;
   const key = [...topics].sort().join(',');

@@ -197,49 +197,54 @@ export function Actions() {
           {
             key: 'commands',
             header: '',
+            // The server says which commands the action's state allows (its operation catalogue).
             render: (a: Action) =>
-              open(a) ? (
+              a.commands.length > 0 ? (
                 <div className="row nowrap">
-                  <CommandButton
-                    small
-                    label="Fire now"
-                    title="Fire this action now"
-                    description={
-                      a.wait
-                        ? 'Runs the action now without waiting for its signal.'
-                        : 'Runs the action now instead of at its execute time.'
-                    }
-                    confirmLabel="Fire now"
-                    requireReason
-                    onConfirm={async (reason) => {
-                      await unwrap(
-                        api.POST('/v1/actions/{id}/fire', {
-                          params: { path: { id: a.actionId } },
-                          body: { reason },
-                        }),
-                      );
-                      refresh();
-                    }}
-                  />
-                  <Reschedule action={a} onDone={refresh} />
-                  <CommandButton
-                    small
-                    danger
-                    label="Cancel"
-                    title="Cancel this action"
-                    description="The action will not run (nor its expiry branch)."
-                    confirmLabel="Cancel action"
-                    requireReason
-                    onConfirm={async (reason) => {
-                      await unwrap(
-                        api.POST('/v1/actions/{id}/cancel', {
-                          params: { path: { id: a.actionId } },
-                          body: { reason },
-                        }),
-                      );
-                      refresh();
-                    }}
-                  />
+                  {a.commands.includes('fire') ? (
+                    <CommandButton
+                      small
+                      label="Fire now"
+                      title="Fire this action now"
+                      description={
+                        a.wait
+                          ? 'Runs the action now without waiting for its signal.'
+                          : 'Runs the action now instead of at its execute time.'
+                      }
+                      confirmLabel="Fire now"
+                      requireReason
+                      onConfirm={async (reason) => {
+                        await unwrap(
+                          api.POST('/v1/actions/{id}/fire', {
+                            params: { path: { id: a.actionId } },
+                            body: { reason },
+                          }),
+                        );
+                        refresh();
+                      }}
+                    />
+                  ) : null}
+                  {a.commands.includes('reschedule') ? <Reschedule action={a} onDone={refresh} /> : null}
+                  {a.commands.includes('cancel') ? (
+                    <CommandButton
+                      small
+                      danger
+                      label="Cancel"
+                      title="Cancel this action"
+                      description="The action will not run (nor its expiry branch)."
+                      confirmLabel="Cancel action"
+                      requireReason
+                      onConfirm={async (reason) => {
+                        await unwrap(
+                          api.POST('/v1/actions/{id}/cancel', {
+                            params: { path: { id: a.actionId } },
+                            body: { reason },
+                          }),
+                        );
+                        refresh();
+                      }}
+                    />
+                  ) : null}
                 </div>
               ) : null,
           },

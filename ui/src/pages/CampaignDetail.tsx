@@ -27,10 +27,6 @@ type Timeline = Schemas['CampaignTimeline'];
 type TimelineEvent = Timeline['events'][number];
 type Message = TimelineEvent['messages'][number];
 
-const PAUSABLE = new Set(['SCHEDULED', 'QUEUED', 'DISPATCHING']);
-const CANCELLABLE = new Set(['QUEUED', 'SCHEDULED', 'PAUSED']);
-const RESENDABLE = new Set(['PARTIAL', 'FAILED']);
-
 interface Sms {
   recipients: number;
   segments: number;
@@ -399,8 +395,10 @@ export function CampaignDetail() {
   const sms = c.sms as unknown as Sms | null;
   const path = { params: { path: { id } } };
 
+  // The server says which commands this campaign's state allows (its operation catalogue).
+  const allowed = new Set(c.commands);
   const controls: ReactNode[] = [];
-  if (PAUSABLE.has(c.status)) {
+  if (allowed.has('pause')) {
     controls.push(
       <CommandButton
         key="pause"
@@ -421,7 +419,7 @@ export function CampaignDetail() {
       />,
     );
   }
-  if (c.status === 'PAUSED') {
+  if (allowed.has('resume')) {
     controls.push(
       <CommandButton
         key="resume"
@@ -442,7 +440,7 @@ export function CampaignDetail() {
       />,
     );
   }
-  if (c.status === 'SCHEDULED' || (c.status === 'PAUSED' && c.pausedFrom === 'SCHEDULED')) {
+  if (allowed.has('reschedule')) {
     controls.push(
       <RescheduleButton
         key="reschedule"
@@ -460,10 +458,10 @@ export function CampaignDetail() {
       />,
     );
   }
-  if (RESENDABLE.has(c.status)) {
+  if (allowed.has('resend')) {
     controls.push(<ResendButton key="resend" c={c} onDone={refetch} />);
   }
-  if (CANCELLABLE.has(c.status)) {
+  if (allowed.has('cancel')) {
     controls.push(
       <CommandButton
         key="cancel"

@@ -223,7 +223,7 @@ function BackfillButton({ job, onDone }: { job: Job; onDone(): void }) {
   const [preview, setPreview] = useState<{ key: string; result: Schemas['BackfillResult'] } | null>(null);
   const [previewError, setPreviewError] = useState<unknown>(null);
   const [previewing, setPreviewing] = useState(false);
-  if (!canCommand || job.status === 'deleted') return null;
+  if (!canCommand || !job.commands.includes('backfill')) return null;
   const key = `${from}|${to}`;
   const current = preview && preview.key === key ? preview.result : null;
   const body = () => ({ from: fromLocalInput(from), to: fromLocalInput(to) });
@@ -526,19 +526,22 @@ export function CronJobDetail() {
               : j.status}
           </>
         }
+        // The server says which commands the job's state allows (its operation catalogue).
         actions={
-          j.status === 'deleted' ? null : (
+          j.commands.length === 0 ? null : (
             <>
-              <CommandButton
-                label="Trigger now"
-                description="Creates a manual run now, whatever the schedule."
-                confirmLabel="Trigger"
-                onConfirm={async () => {
-                  await triggerRun(j.jobId);
-                  refetchAll();
-                }}
-              />
-              {j.status === 'active' ? (
+              {j.commands.includes('trigger') ? (
+                <CommandButton
+                  label="Trigger now"
+                  description="Creates a manual run now, whatever the schedule."
+                  confirmLabel="Trigger"
+                  onConfirm={async () => {
+                    await triggerRun(j.jobId);
+                    refetchAll();
+                  }}
+                />
+              ) : null}
+              {j.commands.includes('pause') ? (
                 <CommandButton
                   label="Pause"
                   title={`Pause ${j.name}`}
@@ -552,7 +555,8 @@ export function CronJobDetail() {
                     refetchAll();
                   }}
                 />
-              ) : (
+              ) : null}
+              {j.commands.includes('resume') ? (
                 <CommandButton
                   label="Resume"
                   title={`Resume ${j.name}`}
@@ -563,20 +567,22 @@ export function CronJobDetail() {
                     refetchAll();
                   }}
                 />
-              )}
+              ) : null}
               <BackfillButton job={j} onDone={refetchAll} />
-              <CanEdit id={id} />
-              <CommandButton
-                label="Delete"
-                danger
-                title={`Delete ${j.name}`}
-                description="Nothing fires any more; queued runs are cancelled. The history stays."
-                confirmLabel="Delete"
-                onConfirm={async () => {
-                  await unwrap(api.DELETE('/v1/cron-jobs/{id}', { params: { path: { id } } }));
-                  navigate('/cron');
-                }}
-              />
+              {j.commands.includes('update') ? <CanEdit id={id} /> : null}
+              {j.commands.includes('delete') ? (
+                <CommandButton
+                  label="Delete"
+                  danger
+                  title={`Delete ${j.name}`}
+                  description="Nothing fires any more; queued runs are cancelled. The history stays."
+                  confirmLabel="Delete"
+                  onConfirm={async () => {
+                    await unwrap(api.DELETE('/v1/cron-jobs/{id}', { params: { path: { id } } }));
+                    navigate('/cron');
+                  }}
+                />
+              ) : null}
             </>
           )
         }

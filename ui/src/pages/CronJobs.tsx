@@ -118,7 +118,7 @@ export function CronJobs() {
             header: '',
             align: 'right' as const,
             render: (j: Job) =>
-              j.status === 'deleted' ? null : (
+              !j.commands.includes('trigger') ? null : (
                 <CommandButton
                   small
                   label="Trigger now"

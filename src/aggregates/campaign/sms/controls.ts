@@ -18,26 +18,23 @@
  */
 
 import { z } from 'zod';
-import {
-  completeIdempotencyKey,
-  reserveIdempotencyKey,
-} from '../../../adapters/postgres/idempotency-queries.js';
-import { releaseIdempotencyKey } from '../../../adapters/postgres/sms-queries.js';
 import { reopenFailedRecipients } from '../../../adapters/postgres/sms-recovery-queries.js';
+import { IdempotencyKeys, type Replayable, type RequestKey } from '../../../api/idempotency.js';
 import {
+  CAMPAIGN_OPERATIONS,
   type CampaignCommand,
   type CampaignEvent,
   type CampaignState,
   type ExistingCampaign,
   resendChargeKey,
 } from '../../../domain/campaign.js';
+import { operationRefusal } from '../../../domain/operations.js';
 import { parseRequest, SmsValidationError, scheduledAtRule } from '../../../domain/sms/campaign-request.js';
 import { toUnits } from '../../../domain/sms/money.js';
 import {
   BillingUnavailableError,
   errorMessage,
   HeraldError,
-  IdempotencyKeyError,
   IllegalStateError,
   InsufficientBalanceError,
   NotFoundError,
@@ -48,25 +45,16 @@ import {
   databaseNow,
 } from '../../../eventstore/command-handler.js';
 import type { Logger } from '../../../logger.js';
-import type { Database, SqlClient } from '../../../ports/database.js';
+import type { Database } from '../../../ports/database.js';
 import type { EventMeta } from '../../../ports/events.js';
 import { campaignAggregate } from '../descriptor.js';
 import type { BillingPort } from './billing.js';
 import type { SmsSettings } from './settings.js';
 
-/** Seed 003: a client retrying while the first request is in progress is told to come back in 2 s. */
-const IN_PROGRESS_RETRY_AFTER_SECONDS = 2;
-
 export interface ControlOptions {
   /** When given, a campaign of another organization is not found. */
   organizationId?: string;
   meta?: EventMeta;
-}
-
-export interface RequestKey {
-  key: string;
-  scope: string;
-  fingerprint: string;
 }
 
 export interface ResendOptions extends ControlOptions {
@@ -109,45 +97,14 @@ export interface SmsControlsDeps {
   logger: Logger;
 }
 
-type Response<Body> = { status: number; body: Body; replayed: boolean };
-
-/** Reserves an Idempotency-Key in `tx`; the stored response to replay, or null when this request owns it. */
-export async function reserveRequestKey(
-  tx: SqlClient,
-  idempotency: RequestKey,
-  requestHash: string,
-  ttlMs: number,
-): Promise<Response<unknown> | null> {
-  const reservation = await reserveIdempotencyKey(tx, {
-    scope: idempotency.scope,
-    key: idempotency.key,
-    requestHash,
-    ttlMs,
-  });
-  if (reservation.kind === 'reserved') return null;
-  if (reservation.kind === 'in-flight' || reservation.state !== 'completed') {
-    throw new IdempotencyKeyError(
-      'IDEMPOTENCY_KEY_IN_USE',
-      'a request with this Idempotency-Key is still in progress; retry later',
-      { retryAfterSeconds: IN_PROGRESS_RETRY_AFTER_SECONDS },
-    );
-  }
-  if (reservation.requestHash !== requestHash) {
-    throw new IdempotencyKeyError(
-      'IDEMPOTENCY_KEY_REUSED',
-      'this Idempotency-Key was used for a different request',
-      { field: 'Idempotency-Key' },
-    );
-  }
-  const stored = reservation.response as { status: number; body: unknown };
-  return { status: stored.status, body: stored.body, replayed: true };
-}
-
 export class SmsCampaignControls {
   private readonly campaigns: AggregateCommands<CampaignState, CampaignCommand, CampaignEvent>;
 
+  private readonly keys: IdempotencyKeys;
+
   constructor(private readonly deps: SmsControlsDeps) {
     this.campaigns = deps.handler.for(campaignAggregate);
+    this.keys = new IdempotencyKeys(deps.idempotencyTtlMs);
   }
 
   /** SCHEDULED, QUEUED or DISPATCHING → PAUSED (no new recipient claims; nothing recalled or refunded). */
@@ -212,10 +169,15 @@ export class SmsCampaignControls {
   /** The dry run of a resend: how many recipients, what it would cost, whether refunds are pending. */
   async resendPreview(campaignId: string, options: ControlOptions = {}): Promise<ResendPreview> {
     const state = await this.load(campaignId, options.organizationId);
-    if (state.status !== 'PARTIAL' && state.status !== 'FAILED') {
+    const refused = operationRefusal(CAMPAIGN_OPERATIONS.resend, state);
+    if (refused !== null) {
       throw new IllegalStateError(
-        `cannot resend campaign ${campaignId} in status ${state.status}: allowed only in PARTIAL, FAILED`,
-        { command: 'ResendFailed', status: state.status, campaignId },
+        `cannot resend campaign ${campaignId} in status ${state.status}: ${refused}`,
+        {
+          command: 'ResendFailed',
+          status: state.status,
+          campaignId,
+        },
       );
     }
     return previewOf(state);
@@ -226,28 +188,10 @@ export class SmsCampaignControls {
     campaignId: string,
     input: { reason?: string | undefined },
     options: ResendOptions,
-  ): Promise<Response<ExistingCampaign>> {
-    const { db } = this.deps;
-    const { idempotency } = options;
-    if (idempotency) {
-      const replay = await db.transaction((tx) =>
-        reserveRequestKey(tx, idempotency, idempotency.fingerprint, this.deps.idempotencyTtlMs),
-      );
-      if (replay) return replay as Response<ExistingCampaign>;
-    }
-    try {
-      return await this.resendReserved(campaignId, input, options);
-    } catch (error) {
-      if (idempotency) {
-        await releaseIdempotencyKey(db, idempotency.scope, idempotency.key).catch((releaseError: unknown) =>
-          this.deps.logger.error(
-            { err: releaseError },
-            'could not release an idempotency key; it expires on its own',
-          ),
-        );
-      }
-      throw error;
-    }
+  ): Promise<Replayable<ExistingCampaign>> {
+    return this.keys.aroundReservation(this.deps.db, options.idempotency, this.deps.logger, () =>
+      this.resendReserved(campaignId, input, options),
+    );
   }
 
   // ─── internals ──────────────────────────────────────────────────────────────────────────────────
@@ -256,7 +200,7 @@ export class SmsCampaignControls {
     campaignId: string,
     input: { reason?: string | undefined },
     options: ResendOptions,
-  ): Promise<Response<ExistingCampaign>> {
+  ): Promise<ExistingCampaign> {
     const { db, billing } = this.deps;
     const state = await this.load(campaignId, options.organizationId);
     const preview = previewOf(state);
@@ -311,13 +255,7 @@ export class SmsCampaignControls {
             { status: state.status, campaignId },
           );
         }
-        if (options.idempotency) {
-          await completeIdempotencyKey(tx, {
-            scope: options.idempotency.scope,
-            key: options.idempotency.key,
-            response: { status: 200, body: done.state },
-          });
-        }
+        if (options.idempotency) await this.keys.complete(tx, options.idempotency, done.state);
         return done;
       });
       this.campaigns.signalAfterCommit([result]);
@@ -325,7 +263,7 @@ export class SmsCampaignControls {
         { recipients: preview.recipients, cost: charge.amount, resendAttempt: preview.nextResendAttempt },
         'sms campaign resend charged and queued',
       );
-      return { status: 200, body: result.state as ExistingCampaign, replayed: false };
+      return result.state as ExistingCampaign;
     } catch (error) {
       if (charged) await this.reverse(state, charge.key, error, log);
       throw error;

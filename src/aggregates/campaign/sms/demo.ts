@@ -113,11 +113,11 @@ export async function runSmsDemo({
     };
     const preview = await sms.preview(request, { organizationId: ORG });
     out(
-      `preview: ${preview.body.recipients} recipients, ${preview.body.segments} segments, ${preview.body.totalCost} BDT ` +
-        `(${preview.body.byOperator.map((o) => `${o.operator} ${o.recipients}`).join(', ')}); nothing written`,
+      `preview: ${preview.recipients} recipients, ${preview.segments} segments, ${preview.totalCost} BDT ` +
+        `(${preview.byOperator.map((o) => `${o.operator} ${o.recipients}`).join(', ')}); nothing written`,
     );
     out(
-      `  e.g. ${preview.body.messages[0]!.msisdn}: "${preview.body.messages[0]!.content}" (${preview.body.messages[0]!.encoding}, ${preview.body.messages[0]!.segments} segment(s))`,
+      `  e.g. ${preview.messages[0]!.msisdn}: "${preview.messages[0]!.content}" (${preview.messages[0]!.encoding}, ${preview.messages[0]!.segments} segment(s))`,
     );
     const inline = await sms.create(request, {
       organizationId: ORG,
@@ -129,7 +129,7 @@ export async function runSmsDemo({
       meta: { actor: 'demo' },
     });
     out(
-      `created "${request.name}": ${inline.status} ${inline.body.status}, charged ${inline.body.sms!.totalCost} BDT with key ${inline.body.sms!.chargeKey}`,
+      `created "${request.name}": ${inline.body.status}, charged ${inline.body.sms!.totalCost} BDT with key ${inline.body.sms!.chargeKey}`,
     );
     const again = await sms.create(request, {
       organizationId: ORG,
@@ -169,9 +169,7 @@ export async function runSmsDemo({
       })(),
       { organizationId: ORG, meta: { actor: 'demo' } },
     );
-    out(
-      `uploaded boishakh.csv (8 rows, a duplicate, an invalid number): ${bulk.status} ${bulk.body.campaign.status}`,
-    );
+    out(`uploaded boishakh.csv (8 rows, a duplicate, an invalid number): ${bulk.body.campaign.status}`);
     out();
 
     // A third campaign with the simulator's fixed test numbers: one rejected (permanent: FAILED and

@@ -1,18 +1,18 @@
 /**
  * SMS campaigns over HTTP (seed 003, part 1; ADR 0014): `POST /v1/campaigns` with `channel: "sms"` (the
  * campaign routes hand such a body to `createSmsCampaign`), `POST /v1/campaigns/preview`, and `POST
- * /v1/campaigns/bulk` (multipart: a `meta` JSON field, then the CSV `file`). Thin: each calls the
- * SmsCampaignService and answers its status and body. The service reserves the Idempotency-Key itself
- * (same table, scope and fingerprint as every other command): the seed's inline create spans an external
- * charge, so it cannot run in the request's one transaction as other commands do; a concurrent retry is
- * 409 with `Retry-After: 2`, a refused charge 402, an unreachable billing service 502.
+ * /v1/campaigns/bulk` (multipart: a `meta` JSON field, then the CSV `file`), and resend with its
+ * preview. Thin: each calls the SmsCampaignService and answers its result with the route's status
+ * (201, 202, 200). The service reserves the request's Idempotency-Key itself (src/api/idempotency.ts,
+ * the same scope and fingerprint as every other command): the seed's inline create spans an external
+ * charge, so it cannot run in the request's one transaction as other commands do; a concurrent retry
+ * is 409 with `Retry-After: 2`, a refused charge 402, an unreachable billing service 502.
  */
 import multipart from '@fastify/multipart';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { fingerprint, RequestCommands } from '../../../api/commands.js';
-import { principalOf, REPLAY_HEADER } from '../../../api/http.js';
+import { principalOf, REPLAY_HEADER, requestKeyOf } from '../../../api/http.js';
 import type { RouteDeps } from '../../../api/module.js';
 import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders } from '../../../api/routes/common.js';
 import { uuidParams } from '../../../api/schemas.js';
@@ -20,7 +20,7 @@ import { CAMPAIGN_STATUSES } from '../../../domain/campaign/status.js';
 import { inlineCampaignRequestSchema, SmsValidationError } from '../../../domain/sms/campaign-request.js';
 import type { CampaignServices } from '../routes.js';
 import type { CampaignConfig } from '../settings.js';
-import { campaignView } from '../views.js';
+import { campaignOut, campaignView } from '../views.js';
 import type { SmsCampaignService } from './service.js';
 
 /** The SMS variant of `POST /v1/campaigns` (seed 003's inline create, 1–5,000 recipients). */
@@ -31,19 +31,6 @@ export type SmsCampaignBody = z.output<typeof smsCampaignBody>;
 
 const SMS_ERRORS =
   ' Errors: 422 naming the field and the rule (`errors[].rule`) with nothing written; 402 when the balance does not cover the total; 502 when the billing service is unreachable or its answer was lost (the charge is reversed by its key); 409 with `Retry-After: 2` while a request with the same Idempotency-Key is in progress.';
-
-const idempotencyOf = (request: FastifyRequest, organizationId: string, input: unknown) => {
-  const key = RequestCommands.parseKey(request.headers['idempotency-key']);
-  if (key === undefined) return {};
-  const route = request.routeOptions.url ?? request.url;
-  return {
-    idempotency: {
-      key,
-      scope: JSON.stringify([organizationId, request.method, route]),
-      fingerprint: fingerprint(input),
-    },
-  };
-};
 
 /** `POST /v1/campaigns` with an SMS body: 201 with the QUEUED or SCHEDULED campaign, charged once. */
 export async function createSmsCampaign(
@@ -57,13 +44,13 @@ export async function createSmsCampaign(
   const result = await sms.create(fields, {
     organizationId: principal.organizationId,
     meta: { actor: principal.actor, correlationId: request.id },
-    ...idempotencyOf(request, principal.organizationId, request.receivedInput),
+    idempotency: requestKeyOf(request),
   });
   if (result.replayed) void reply.header(REPLAY_HEADER, 'true');
   return reply
-    .code(result.status)
+    .code(201)
     .header('location', `/v1/campaigns/${result.body.campaignId}`)
-    .send(result.body);
+    .send(campaignOut(result.body));
 }
 
 const money = z.string().describe('BDT, four decimals');
@@ -188,10 +175,10 @@ export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices
       const result = await sms.resend(request.params.id, reason ? { reason } : {}, {
         organizationId: principal.organizationId,
         meta: { actor: principal.actor, correlationId: request.id },
-        ...idempotencyOf(request, principal.organizationId, request.receivedInput),
+        idempotency: requestKeyOf(request),
       });
       if (result.replayed) void reply.header(REPLAY_HEADER, 'true');
-      return reply.code(200).send(result.body);
+      return reply.code(200).send(campaignOut(result.body));
     },
   );
 
@@ -214,7 +201,7 @@ export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices
     },
     async (request) => {
       const { channel: _channel, ...fields } = request.body;
-      return (await sms.preview(fields, { organizationId: principalOf(request).organizationId })).body;
+      return sms.preview(fields, { organizationId: principalOf(request).organizationId });
     },
   );
 
@@ -266,11 +253,7 @@ export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices
               result = await sms.createBulk(meta, part.file, {
                 organizationId: principal.organizationId,
                 meta: { actor: principal.actor, correlationId: request.id },
-                ...idempotencyOf(request, principal.organizationId, {
-                  body: meta,
-                  params: {},
-                  query: request.query,
-                }),
+                idempotency: requestKeyOf(request, { body: meta, params: {}, query: request.query }),
               });
             } finally {
               part.file.resume(); // whatever was not read (a refused request) is discarded
@@ -301,7 +284,7 @@ export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices
       return reply
         .code(202)
         .header('location', `/v1/campaigns/${result.body.campaign.campaignId}`)
-        .send(result.body);
+        .send({ ...result.body, campaign: campaignOut(result.body.campaign) });
     },
   );
 };

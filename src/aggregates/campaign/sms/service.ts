@@ -1,24 +1,23 @@
 /**
  * The SMS campaign library (seed 003, part 1): inline creation, preview, bulk CSV creation, and the
- * campaign's progress and recipients. Each method returns what an HTTP route answers (status, body,
- * whether it is a replay), so routes stay thin; errors are typed (SmsValidationError naming field and
- * rule → 4xx with nothing written; IdempotencyKeyError in flight → 409 with Retry-After: 2, reused →
- * 422; InsufficientBalanceError → 402; BillingUnavailableError → 502).
+ * campaign's progress and recipients. Creations return their result and whether it was replayed from
+ * its Idempotency-Key (src/api/idempotency.ts: reserved now, completed in the last transaction,
+ * released on failure); errors are typed (SmsValidationError naming field and rule; IdempotencyKeyError
+ * in flight or reused; InsufficientBalanceError; BillingUnavailableError), mapped to HTTP by the API.
  *
  * Inline creation follows the seed's ten steps and sequence: (1) reserve the Idempotency-Key in a
  * transaction of its own (a concurrent retry sees it in progress); (2–9) validate, render, route and
  * price every recipient (pure), then commit the DRAFT campaign with its frozen recipients and their
  * totals in one transaction; (10) deduct the total once with the stable key `campaign:{uuid}`; on
- * success activate (QUEUED or SCHEDULED) and store the 201 response with the key in one transaction; on
+ * success activate (QUEUED or SCHEDULED) and store the campaign with the key in one transaction; on
  * a failure or an ambiguous outcome reverse by the same key (best effort), mark the campaign FAILED (or
  * leave it DRAFT for recovery when even the reversal failed) and release the key.
  *
  * Bulk creation stores the file (in chunks, streamed, bounded memory) in campaign_upload and creates a
  * BUILDING campaign without recipients, all in one transaction with the key (its fingerprint covers
- * the metadata and the file's SHA-256), and answers 202; the build worker (build.ts) does the rest.
+ * the metadata and the file's SHA-256); the build worker (build.ts) does the rest.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { completeIdempotencyKey } from '../../../adapters/postgres/idempotency-queries.js';
 import {
   insertRecipients,
   insertUpload,
@@ -26,10 +25,15 @@ import {
   listRecipients,
   loadUpload,
   type RecipientRow,
-  releaseIdempotencyKey,
   sealUpload,
   type UploadRow,
 } from '../../../adapters/postgres/sms-queries.js';
+import {
+  IdempotencyKeys,
+  type Replayable,
+  type RequestKey,
+  withFingerprintOf,
+} from '../../../api/idempotency.js';
 import {
   type CampaignCommand,
   type CampaignEvent,
@@ -71,14 +75,11 @@ import {
   type ControlOptions,
   type ResendOptions,
   type ResendPreview,
-  reserveRequestKey,
   SmsCampaignControls,
 } from './controls.js';
 import { postgresSmsRouting, type SmsRoutingPort } from './routing.js';
 import type { SmsSettings } from './settings.js';
 
-/** Seed 003: a client retrying while the first request is in progress is told to come back in 2 s. */
-export const IN_PROGRESS_RETRY_AFTER_SECONDS = 2;
 /** Upload chunk size: the file is stored and read back this much at a time. */
 export const UPLOAD_CHUNK_BYTES = 1024 * 1024;
 
@@ -93,27 +94,14 @@ export interface SmsCampaignServiceDeps {
   logger?: Logger;
 }
 
-/**
- * An Idempotency-Key: its scope (the HTTP API's is `[organization, method, route]`) and the request's
- * fingerprint (the HTTP API's: SHA-256 of the canonical JSON of body, parameters and query). For a bulk
- * upload the file's SHA-256 is added to the fingerprint here.
- */
-export interface IdempotencyOptions {
-  key: string;
-  scope: string;
-  fingerprint: string;
-}
-
 export interface SmsRequestOptions {
   organizationId: string;
-  idempotency?: IdempotencyOptions;
+  /**
+   * The request's Idempotency-Key (src/api/idempotency.ts; the HTTP API's is scoped by organization,
+   * method and route). For a bulk upload the file's SHA-256 is added to its fingerprint here.
+   */
+  idempotency?: RequestKey;
   meta?: EventMeta;
-}
-
-export interface SmsResponse<Body> {
-  status: number;
-  body: Body;
-  replayed: boolean;
 }
 
 export interface PreviewMessage {
@@ -159,9 +147,9 @@ export interface BulkCreated {
   upload: UploadView;
 }
 
-/** Rolls a transaction back and carries the response to replay out of it. */
+/** Rolls a transaction back and carries the result to replay out of it. */
 class Replay extends Error {
-  constructor(readonly response: SmsResponse<unknown>) {
+  constructor(readonly stored: unknown) {
     super('replay');
   }
 }
@@ -188,11 +176,13 @@ export class SmsCampaignService {
   private readonly logger: Logger;
   /** Pause, resume, reschedule, cancel, resend and its preview (controls.ts). */
   readonly controls: SmsCampaignControls;
+  private readonly keys: IdempotencyKeys;
 
   constructor(private readonly deps: SmsCampaignServiceDeps) {
     this.campaigns = deps.handler.for(campaignAggregate);
     this.routing = deps.routing ?? postgresSmsRouting;
     this.logger = (deps.logger ?? silentLogger).child({ component: 'sms-campaigns' });
+    this.keys = new IdempotencyKeys(deps.idempotencyTtlMs);
     this.controls = new SmsCampaignControls({
       db: deps.db,
       handler: deps.handler,
@@ -234,32 +224,14 @@ export class SmsCampaignService {
   }
 
   /** Seed 003's inline create (1–5,000 recipients): 201 with the QUEUED or SCHEDULED campaign. */
-  async create(raw: unknown, options: SmsRequestOptions): Promise<SmsResponse<ExistingCampaign>> {
-    const { idempotency } = options;
-    if (idempotency) {
-      const replay = await this.deps.db.transaction((tx) =>
-        this.reserve(tx, idempotency, idempotency.fingerprint),
-      );
-      if (replay) return replay as SmsResponse<ExistingCampaign>;
-    }
-    try {
-      return await this.createReserved(raw, options);
-    } catch (error) {
-      if (idempotency) {
-        await releaseIdempotencyKey(this.deps.db, idempotency.scope, idempotency.key).catch(
-          (releaseError: unknown) =>
-            this.logger.error(
-              { err: releaseError },
-              'could not release an idempotency key; it expires on its own',
-            ),
-        );
-      }
-      throw error;
-    }
+  async create(raw: unknown, options: SmsRequestOptions): Promise<Replayable<ExistingCampaign>> {
+    return this.keys.aroundReservation(this.deps.db, options.idempotency, this.logger, () =>
+      this.createReserved(raw, options),
+    );
   }
 
   /** Seed 003's preview: validates, renders, routes and prices; writes nothing, charges nothing. */
-  async preview(raw: unknown, options: { organizationId: string }): Promise<SmsResponse<SmsPreview>> {
+  async preview(raw: unknown, options: { organizationId: string }): Promise<SmsPreview> {
     const now = (await databaseNow(this.deps.db)).getTime();
     const request = parseRequest(inlineCampaignRequestSchema, raw);
     const { startAt, recipients } = await this.prepareInline(request, options.organizationId, now);
@@ -281,29 +253,25 @@ export class SmsCampaignService {
       byOperator.set(r.operator, entry);
     }
     return {
-      status: 200,
-      replayed: false,
-      body: {
-        messageType: request.messageType,
-        lang: request.lang,
-        startAt,
-        recipients: sum.recipients,
-        segments: sum.segments,
-        totalCost: sum.cost,
-        byOperator: [...byOperator.values()].map((o) => ({ ...o, cost: formatUnits(o.cost) })),
-        messages: recipients.map((r) => ({
-          msisdn: r.msisdn,
-          operator: r.operator,
-          timezone: r.timezone,
-          content: r.content,
-          encoding: r.encoding,
-          segments: r.segments,
-          sender: r.sender,
-          channel: r.channel,
-          rate: r.rate,
-          cost: formatUnits(r.costUnits),
-        })),
-      },
+      messageType: request.messageType,
+      lang: request.lang,
+      startAt,
+      recipients: sum.recipients,
+      segments: sum.segments,
+      totalCost: sum.cost,
+      byOperator: [...byOperator.values()].map((o) => ({ ...o, cost: formatUnits(o.cost) })),
+      messages: recipients.map((r) => ({
+        msisdn: r.msisdn,
+        operator: r.operator,
+        timezone: r.timezone,
+        content: r.content,
+        encoding: r.encoding,
+        segments: r.segments,
+        sender: r.sender,
+        channel: r.channel,
+        rate: r.rate,
+        cost: formatUnits(r.costUnits),
+      })),
     };
   }
 
@@ -316,7 +284,7 @@ export class SmsCampaignService {
     rawMeta: unknown,
     file: AsyncIterable<Buffer | string>,
     options: SmsRequestOptions,
-  ): Promise<SmsResponse<BulkCreated>> {
+  ): Promise<Replayable<BulkCreated>> {
     const { db, settings } = this.deps;
     const now = (await databaseNow(db)).getTime();
     const meta = parseRequest(bulkCampaignMetaSchema, rawMeta);
@@ -345,13 +313,11 @@ export class SmsCampaignService {
           fileName: fileName ?? null,
         });
         const stored = await this.storeFile(tx, uploadId, file);
-        const idempotency = options.idempotency;
+        // The key covers the file too: the same key with another file is another request.
+        const idempotency = options.idempotency && withFingerprintOf(options.idempotency, stored.sha256);
         if (idempotency) {
-          const fingerprint = createHash('sha256')
-            .update(`${idempotency.fingerprint}\n${stored.sha256}`)
-            .digest('hex');
-          const replay = await this.reserve(tx, idempotency, fingerprint);
-          if (replay) throw new Replay(replay);
+          const replay = await this.keys.reserve(tx, idempotency);
+          if (replay) throw new Replay(replay.stored);
         }
         const result = await this.campaigns.handleInTransaction(
           tx,
@@ -371,24 +337,17 @@ export class SmsCampaignService {
           { expectedVersion: 0, ...(options.meta ? { meta: options.meta } : {}) },
         );
         const upload = await loadUpload(tx, campaignId);
-        const response: SmsResponse<BulkCreated> = {
-          status: 202,
-          replayed: false,
-          body: { campaign: result.state as ExistingCampaign, upload: uploadView(upload!) },
+        const created: BulkCreated = {
+          campaign: result.state as ExistingCampaign,
+          upload: uploadView(upload!),
         };
-        if (idempotency) {
-          await completeIdempotencyKey(tx, {
-            scope: idempotency.scope,
-            key: idempotency.key,
-            response: { status: response.status, body: response.body },
-          });
-        }
-        return { response, result };
+        if (idempotency) await this.keys.complete(tx, idempotency, created);
+        return { response: { body: created, replayed: false }, result };
       });
       this.campaigns.signalAfterCommit([result]);
       return response;
     } catch (error) {
-      if (error instanceof Replay) return error.response as SmsResponse<BulkCreated>;
+      if (error instanceof Replay) return { body: error.stored as BulkCreated, replayed: true };
       throw error;
     }
   }
@@ -429,14 +388,6 @@ export class SmsCampaignService {
   // ─── internals ──────────────────────────────────────────────────────────────────────────────────
 
   /** Reserves the key in `tx`; returns the stored response to replay, or null when this request owns it. */
-  private reserve(
-    tx: SqlClient,
-    idempotency: IdempotencyOptions,
-    requestHash: string,
-  ): Promise<SmsResponse<unknown> | null> {
-    return reserveRequestKey(tx, idempotency, requestHash, this.deps.idempotencyTtlMs);
-  }
-
   private async prepareInline(
     request: ReturnType<typeof inlineCampaignRequestSchema.parse>,
     organizationId: string,
@@ -463,10 +414,7 @@ export class SmsCampaignService {
     };
   }
 
-  private async createReserved(
-    raw: unknown,
-    options: SmsRequestOptions,
-  ): Promise<SmsResponse<ExistingCampaign>> {
+  private async createReserved(raw: unknown, options: SmsRequestOptions): Promise<ExistingCampaign> {
     const { db, billing } = this.deps;
     const metaOption = options.meta ? { meta: options.meta } : {};
     const now = (await databaseNow(db)).getTime();
@@ -544,11 +492,7 @@ export class SmsCampaignService {
         metaOption,
       );
       if (idempotency) {
-        await completeIdempotencyKey(tx, {
-          scope: idempotency.scope,
-          key: idempotency.key,
-          response: { status: 201, body: result.state },
-        });
+        await this.keys.complete(tx, idempotency, result.state);
       }
       return result;
     });
@@ -561,7 +505,7 @@ export class SmsCampaignService {
       },
       'sms campaign created and charged',
     );
-    return { status: 201, body: activated.state as ExistingCampaign, replayed: false };
+    return activated.state as ExistingCampaign;
   }
 
   /**

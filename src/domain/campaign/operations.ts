@@ -1,0 +1,60 @@
+/**
+ * The campaign's operator commands (src/domain/operations.ts), each said once: where it is allowed
+ * and what else it requires of the state. The decider refuses through these entries; the API's view
+ * of a campaign lists those its state allows (`commands`), which the dashboard renders.
+ */
+import type { Operation } from '../operations.js';
+import { DELETABLE_STATUSES, type ExistingCampaign } from './state.js';
+import type { CampaignStatus } from './status.js';
+
+/** An operation whose statuses are known, so the decider gets the state narrowed to them. */
+export interface CampaignOperationEntry<S extends CampaignStatus = CampaignStatus>
+  extends Operation<ExistingCampaign> {
+  readonly statuses: readonly S[] | ((state: ExistingCampaign) => readonly S[]);
+}
+
+/** A live campaign's operation: refused once the campaign was deleted, then by `rule`. */
+function live<S extends CampaignStatus>(
+  command: string,
+  statuses: readonly S[],
+  rule?: (state: ExistingCampaign) => string | null,
+  offered?: (state: ExistingCampaign) => boolean,
+): CampaignOperationEntry<S> {
+  return {
+    command,
+    statuses,
+    rule: (state) =>
+      state.deletedAt !== null ? `it was deleted at ${state.deletedAt}` : (rule?.(state) ?? null),
+    ...(offered ? { offered } : {}),
+  };
+}
+
+export const CAMPAIGN_OPERATIONS = {
+  activate: live('ActivateCampaign', ['DRAFT', 'BUILDING']),
+  schedule: live('ScheduleCampaign', ['DRAFT'], (s) =>
+    s.sms ? 'an SMS campaign gets its start at creation and is activated by its charge' : null,
+  ),
+  'send-now': live('SendNow', ['DRAFT', 'QUEUED', 'SCHEDULED'], (s) =>
+    s.sms && s.status === 'DRAFT' ? 'an SMS draft is not charged yet' : null,
+  ),
+  pause: live('PauseCampaign', ['SCHEDULED', 'QUEUED', 'DISPATCHING']),
+  resume: live('ResumeCampaign', ['PAUSED']),
+  reschedule: live('RescheduleCampaign', ['SCHEDULED', 'PAUSED'], (s) =>
+    s.status === 'PAUSED' && s.pausedFrom !== 'SCHEDULED'
+      ? `it was paused from ${s.pausedFrom}, not SCHEDULED`
+      : null,
+  ),
+  // An SMS campaign may also be cancelled while dispatching: the epoch moves, fencing the live batch.
+  cancel: {
+    command: 'CancelCampaign',
+    statuses: (s): readonly ('QUEUED' | 'SCHEDULED' | 'PAUSED' | 'DISPATCHING')[] =>
+      s.channel === 'sms'
+        ? ['QUEUED', 'SCHEDULED', 'PAUSED', 'DISPATCHING']
+        : ['QUEUED', 'SCHEDULED', 'PAUSED'],
+  } as CampaignOperationEntry<'QUEUED' | 'SCHEDULED' | 'PAUSED' | 'DISPATCHING'>,
+  // The API resends an SMS campaign's failed recipients (charged once); a LINE campaign is sent whole.
+  resend: live('ResendFailed', ['PARTIAL', 'FAILED'], undefined, (s) => s.sms !== null),
+  delete: live('DeleteCampaign', DELETABLE_STATUSES),
+} as const satisfies Readonly<Record<string, CampaignOperationEntry>>;
+
+export type CampaignOperation = keyof typeof CAMPAIGN_OPERATIONS;
