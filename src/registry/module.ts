@@ -154,6 +154,8 @@ export interface ModuleDefinition<
 /** A registration with its types erased, as the registry holds it; `Settings` types the config it needs. */
 export interface RegisteredModule<Settings = unknown> {
   readonly name: string;
+  /** Its aggregates' descriptors (with their declared claims). */
+  readonly aggregates: readonly AnyAggregateDescriptor[];
   readonly streamTypes: readonly string[];
   readonly stateModels: readonly StateModel[];
   readonly settings: readonly AnySettingsFragment[];
@@ -251,6 +253,7 @@ function register<Fragment extends AnySettingsFragment, Ports, Service extends o
   const { api, service } = definition;
   return {
     name: definition.name,
+    aggregates: definition.aggregates,
     streamTypes: definition.aggregates.map((a) => a.streamType),
     stateModels: definition.aggregates.map((aggregate) =>
       defineStateModel({

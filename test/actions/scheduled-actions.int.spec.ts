@@ -17,9 +17,9 @@ import {
 } from '../../src/errors.js';
 import { replayStream } from '../../src/projections/replay.js';
 import { verifyStates } from '../../src/projections/verify.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { actionsHarness, eventTypes, executeMessages, normalAction, waitAction } from '../support/actions.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let h: ReturnType<typeof actionsHarness>;

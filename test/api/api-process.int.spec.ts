@@ -7,9 +7,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../src/testing/wait.js';
 import { herald } from '../support/cli.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { holdRowLock, lineCampaignBody, request, waitForLockWait } from './support/api.js';
 
 let t: TestDatabase;

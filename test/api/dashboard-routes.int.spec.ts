@@ -12,9 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { buildApiServer } from '../../src/api/server.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { startRoles, testLogger } from '../support/roles.js';
 import { inlineRequest } from '../support/sms.js';
-import { waitFor } from '../support/wait.js';
 import { type ApiFixture, dbTime, expectProblem, lineCampaignBody, startTestApi } from './support/api.js';
 
 let api: ApiFixture;

@@ -6,7 +6,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { type ApiFixture, expectProblem, startTestApi } from './support/api.js';
 
 const lines: Record<string, unknown>[] = [];

@@ -4,8 +4,8 @@
  * role that may not, and series on /metrics that change as requests are answered.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../src/testing/wait.js';
 import { startRoles } from '../support/roles.js';
-import { waitFor } from '../support/wait.js';
 import {
   type ApiFixture,
   dbTime,

@@ -8,8 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { inlineRequest, writtenRows } from '../support/sms.js';
-import { waitFor } from '../support/wait.js';
 import { type ApiFixture, expectProblem, startTestApi } from './support/api.js';
 
 let api: ApiFixture;

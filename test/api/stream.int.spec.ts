@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channels } from '../../src/ports/wakeups.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../src/testing/wait.js';
 import {
   type ApiFixture,
   expectProblem,

@@ -3,9 +3,9 @@ import { campaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { Scanner } from '../../src/scanner/scanner.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, dbTimePlus, deadLetterClaimMessage, lineCampaign } from '../support/campaigns.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 // A database per test: sweeps claim everything due, so tests must not see each other's campaigns.
 let t: TestDatabase;

@@ -11,9 +11,9 @@ import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { channels } from '../../src/ports/wakeups.js';
 import { Scanner } from '../../src/scanner/scanner.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { dbTimePlus, lineCampaign } from '../support/campaigns.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 beforeAll(async () => {

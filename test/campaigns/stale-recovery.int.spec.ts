@@ -11,9 +11,9 @@ import { campaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
 import { campaignDecider } from '../../src/domain/campaign.js';
 import { CommandHandler, databaseNow } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, deadLetterClaimMessage, lineCampaign } from '../support/campaigns.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 beforeEach(async () => {

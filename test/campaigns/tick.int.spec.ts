@@ -22,8 +22,8 @@ import {
 import { PROCESS_CAMPAIGN_QUEUE, TICK_STREAM_TYPE } from '../../src/aggregates/campaign/topology.js';
 import { databaseNow } from '../../src/eventstore/command-handler.js';
 import { type Logger, silentLogger } from '../../src/logger.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { createTestDatabase, requireEnv, type TestDatabase, uniqueName } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 const cleanups: (() => Promise<unknown> | unknown)[] = [];

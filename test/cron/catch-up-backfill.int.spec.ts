@@ -11,9 +11,9 @@ import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { replayStream } from '../../src/projections/replay.js';
 import { verifyStates } from '../../src/projections/verify.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { cronService, dbNowMs } from '../support/cron.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 // A database per test: a sweep takes every due job.
 let t: TestDatabase;

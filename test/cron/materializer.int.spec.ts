@@ -16,9 +16,9 @@ import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { verifyStates } from '../../src/projections/verify.js';
 import { Scanner } from '../../src/scanner/scanner.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { cronService, dbNowMs } from '../support/cron.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 beforeAll(async () => {

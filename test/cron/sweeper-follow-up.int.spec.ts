@@ -9,9 +9,9 @@ import { materializeSweep } from '../../src/aggregates/cron/sweepers.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { defineClaimSweeper } from '../../src/scanner/sweeper.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { cronService, dbNowMs } from '../support/cron.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 beforeAll(async () => {

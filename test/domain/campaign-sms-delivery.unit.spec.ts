@@ -31,7 +31,7 @@ import {
 import { fold } from '../../src/domain/decider.js';
 import { toUnits } from '../../src/domain/sms/money.js';
 import { IllegalStateError, ValidationError } from '../../src/errors.js';
-import { specFor } from '../support/given-when-then.js';
+import { specFor } from '../../src/testing/given-when-then.js';
 
 const { given } = specFor(campaignDecider);
 const ID = '5e2a9c10-4d3b-4a7e-8f21-0c9b8a7d6e5f';

@@ -15,7 +15,7 @@ import {
 } from '../../src/domain/campaign.js';
 import { fold } from '../../src/domain/decider.js';
 import { IllegalStateError, ValidationError } from '../../src/errors.js';
-import { specFor } from '../support/given-when-then.js';
+import { specFor } from '../../src/testing/given-when-then.js';
 
 const { given } = specFor(campaignDecider);
 const ID = '7d1c2a44-3b5e-4f60-9a1b-2c3d4e5f6a7b';

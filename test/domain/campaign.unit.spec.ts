@@ -27,7 +27,7 @@ import {
 } from '../../src/domain/campaign.js';
 import { fold } from '../../src/domain/decider.js';
 import { IllegalStateError, ValidationError } from '../../src/errors.js';
-import { specFor } from '../support/given-when-then.js';
+import { specFor } from '../../src/testing/given-when-then.js';
 
 const spec = specFor(campaignDecider);
 const { given } = spec;

@@ -19,7 +19,7 @@ import {
 import { fold } from '../../src/domain/decider.js';
 import { runIdFor } from '../../src/domain/job-run.js';
 import { IllegalStateError, ValidationError } from '../../src/errors.js';
-import { specFor } from '../support/given-when-then.js';
+import { specFor } from '../../src/testing/given-when-then.js';
 
 const { given } = specFor(cronJobDecider);
 const ID = '6c1f5a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b';

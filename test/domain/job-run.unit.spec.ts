@@ -15,7 +15,7 @@ import {
   type RunFate,
 } from '../../src/domain/job-run.js';
 import { IllegalStateError } from '../../src/errors.js';
-import { specFor } from '../support/given-when-then.js';
+import { specFor } from '../../src/testing/given-when-then.js';
 
 const { given } = specFor(jobRunDecider);
 const RUN = '8e3f7c4a-5d6e-4f7a-8b9c-0d1e2f3a4b5c';

@@ -15,7 +15,7 @@ import {
   scheduledActionDecider,
 } from '../../src/domain/scheduled-action.js';
 import { IllegalStateError, ValidationError } from '../../src/errors.js';
-import { specFor } from '../support/given-when-then.js';
+import { specFor } from '../../src/testing/given-when-then.js';
 
 const { given } = specFor(scheduledActionDecider);
 const decider = scheduledActionDecider;

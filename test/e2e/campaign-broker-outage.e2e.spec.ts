@@ -8,10 +8,10 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { countLineDeliveries } from '../../src/adapters/postgres/line-delivery-queries.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 const run = promisify(execFile);
 const services = (command: 'stop' | 'start') =>

@@ -16,11 +16,11 @@ import { HERALD_QUEUES, LINE_QUEUES } from '../../src/aggregates/campaign/topolo
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { Scanner } from '../../src/scanner/scanner.js';
+import { waitFor } from '../../src/testing/wait.js';
 import type { Consumer } from '../../src/worker/consume.js';
 import { campaignService, dbTimePlus, lineCampaign } from '../support/campaigns.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let connection: amqp.ChannelModel;

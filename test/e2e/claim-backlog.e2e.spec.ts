@@ -11,10 +11,10 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { declareQueues } from '../../src/adapters/amqp/amqp-connection.js';
 import { countLineDeliveries } from '../../src/adapters/postgres/line-delivery-queries.js';
 import { HERALD_QUEUES, LINE_QUEUES } from '../../src/aggregates/campaign/topology.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 const CAMPAIGNS = 300;
 const STALE_SECONDS = 2;

@@ -6,9 +6,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { countLineDeliveries } from '../../src/adapters/postgres/line-delivery-queries.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let child: ChildProcess | undefined;

@@ -13,10 +13,10 @@ import { declareQueues } from '../../src/adapters/amqp/amqp-connection.js';
 import type { CronService } from '../../src/aggregates/cron/service.js';
 import { CRON_EVENTS_QUEUE } from '../../src/aggregates/cron/topology.js';
 import type { ExistingJobRun } from '../../src/domain/job-run.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { cronService, dbNowMs, startHttpServer, type TestHttpServer } from '../support/cron.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let http: TestHttpServer;

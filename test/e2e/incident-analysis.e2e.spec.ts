@@ -16,11 +16,11 @@ import { pruneSent } from '../../src/adapters/postgres/outbox-queries.js';
 import { HERALD_QUEUES, LINE_QUEUES } from '../../src/aggregates/campaign/topology.js';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { replayStream } from '../../src/projections/replay.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, dbTimePlus, lineCampaign } from '../support/campaigns.js';
 import { herald } from '../support/cli.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let connection: amqp.ChannelModel;

@@ -8,10 +8,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let proxy: TcpProxy;

@@ -13,6 +13,7 @@ import amqp from 'amqplib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { declareQueues } from '../../src/adapters/amqp/amqp-connection.js';
 import { ACTION_EXECUTE_QUEUE, ACTION_QUEUES } from '../../src/aggregates/scheduled-action/topology.js';
+import { waitFor } from '../../src/testing/wait.js';
 import {
   actionsHarness,
   eventTypes,
@@ -23,7 +24,6 @@ import {
 } from '../support/actions.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let connection: amqp.ChannelModel;
 let channel: amqp.Channel;

@@ -13,10 +13,10 @@ import { CampaignTick } from '../../src/aggregates/campaign/tick.js';
 import { PROCESS_CAMPAIGN_QUEUE } from '../../src/aggregates/campaign/topology.js';
 import { CommandHandler, databaseNow } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let connection: amqp.ChannelModel;

@@ -9,9 +9,9 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTracing, type TracingHandle } from '../../src/adapters/otel/sdk.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { type ApiFixture, dbTime, lineCampaignBody, startTestApi } from '../api/support/api.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
-import { waitFor } from '../support/wait.js';
 
 interface ReceivedSpan {
   traceId: string;

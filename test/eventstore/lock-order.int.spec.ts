@@ -11,9 +11,9 @@ import { campaignAggregate } from '../../src/aggregates/campaign/descriptor.js';
 import type { CampaignState } from '../../src/domain/campaign.js';
 import { IllegalStateError } from '../../src/errors.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 beforeAll(async () => {

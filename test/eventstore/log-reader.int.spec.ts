@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendEvents, readLogAfter } from '../../src/adapters/postgres/event-queries.js';
 import { LOG_START, type LogCursor, type StoredEvent } from '../../src/ports/events.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 beforeAll(async () => {

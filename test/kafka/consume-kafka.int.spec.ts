@@ -9,6 +9,7 @@ import { findInboxEntry } from '../../src/adapters/postgres/inbox-queries.js';
 import { PermanentError, TransientError } from '../../src/errors.js';
 import { silentLogger } from '../../src/logger.js';
 import type { SqlClient } from '../../src/ports/database.js';
+import { waitFor } from '../../src/testing/wait.js';
 import type { Consumer, Handler } from '../../src/worker/consume.js';
 import {
   consumeKafka,
@@ -17,7 +18,6 @@ import {
   retryTopicName,
 } from '../../src/worker/consume-kafka.js';
 import { createTestDatabase, requireEnv, type TestDatabase, uniqueName } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { KafkaFixture } from './support/kafka-fixture.js';
 
 let testDb: TestDatabase;

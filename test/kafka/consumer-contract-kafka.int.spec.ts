@@ -9,17 +9,20 @@
 import type { Admin } from 'kafkajs';
 import { silentLogger } from '../../src/logger.js';
 import { HEADER } from '../../src/messaging/headers.js';
-import { consumeKafka, deadTopicName, retryTopicName } from '../../src/worker/consume-kafka.js';
-import { uniqueName } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import {
   type DeadLetter,
   describeConsumerContract,
   type TransportFixture,
-} from '../worker/consumer-contract.js';
+} from '../../src/testing/consumer-contract.js';
+import { waitFor } from '../../src/testing/wait.js';
+import { consumeKafka, deadTopicName, retryTopicName } from '../../src/worker/consume-kafka.js';
+import { createTestDatabase, uniqueName } from '../support/services.js';
 import { type KafkaDelivery, KafkaFixture } from './support/kafka-fixture.js';
 
 class KafkaContractFixture implements TransportFixture {
+  /** A database of its own for the suite, migrated (test/support/services.ts). */
+  database = () => createTestDatabase();
+
   private kafka: KafkaFixture | undefined;
   private admin: Admin | undefined;
   private readonly dead = new Map<string, Promise<KafkaDelivery[]>>();

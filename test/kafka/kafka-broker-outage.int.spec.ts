@@ -9,9 +9,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../src/testing/wait.js';
 import { keyNames, seedOrdered } from '../outbox/support/ordered-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { firstDeliveriesByKey, KafkaFixture } from './support/kafka-fixture.js';
 import { KafkaRelayHarness } from './support/kafka-relay-harness.js';
 

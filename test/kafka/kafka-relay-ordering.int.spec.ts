@@ -6,9 +6,9 @@
  * claims the next one; order must hold whoever wins.)
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../src/testing/wait.js';
 import { keyNames, seedOrdered } from '../outbox/support/ordered-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { firstDeliveriesByKey, KafkaFixture } from './support/kafka-fixture.js';
 import { KafkaRelayHarness } from './support/kafka-relay-harness.js';
 

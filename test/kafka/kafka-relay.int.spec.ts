@@ -8,12 +8,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { listParkedKeys } from '../../src/adapters/postgres/outbox-order-queries.js';
 import { silentLogger } from '../../src/logger.js';
 import { requeueRow, skipRow } from '../../src/outbox/outbox-admin.js';
+import { waitFor } from '../../src/testing/wait.js';
 import type { Consumer } from '../../src/worker/consume.js';
 import { consumeKafka, deadTopicName, retryTopicName } from '../../src/worker/consume-kafka.js';
 import { keyNames, seedOrdered } from '../outbox/support/ordered-fixtures.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { firstDeliveriesByKey, type KafkaDelivery, KafkaFixture } from './support/kafka-fixture.js';
 import { KafkaRelayHarness } from './support/kafka-relay-harness.js';
 

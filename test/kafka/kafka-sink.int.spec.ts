@@ -5,9 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KafkaSink } from '../../src/adapters/kafka/kafka-sink.js';
-import { describeSinkContract, outbound, type SinkTarget } from '../outbox/sink-contract.js';
+import { describeSinkContract, outbound, type SinkTarget } from '../../src/testing/sink-contract.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { requireEnv, uniqueName } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { KafkaFixture } from './support/kafka-fixture.js';
 
 const MAX_BATCH = 64;

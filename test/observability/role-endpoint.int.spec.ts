@@ -21,6 +21,7 @@ import { relayRole } from '../../src/roles/relay-role.js';
 import { runRole } from '../../src/roles/runtime.js';
 import { scannerRole } from '../../src/roles/scanner-role.js';
 import { workerRole } from '../../src/roles/worker-role.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { defineConsumer } from '../../src/worker/consumer-definition.js';
 import { BrokerFixture, seedOutbox } from '../outbox/support/fixtures.js';
 import { campaignService, dbTimePlus, lineCampaign } from '../support/campaigns.js';
@@ -29,7 +30,6 @@ import { readiness, scrape } from '../support/metrics.js';
 import { testLogger } from '../support/roles.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/services.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { waitFor } from '../support/wait.js';
 
 const RETRY_DELAY_MS = 100;
 const LAG = 'herald_projector_lag_seconds{projection="dispatch_stats",source="events"}';

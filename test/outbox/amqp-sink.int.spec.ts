@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AmqpSink } from '../../src/adapters/amqp/amqp-sink.js';
+import { describeSinkContract, outbound, type SinkTarget } from '../../src/testing/sink-contract.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { requireEnv, uniqueName } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
-import { describeSinkContract, outbound, type SinkTarget } from './sink-contract.js';
 import { BrokerFixture } from './support/fixtures.js';
 
 const IN_FLIGHT = 64;

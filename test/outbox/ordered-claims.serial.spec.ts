@@ -20,8 +20,8 @@ import {
 } from '../../src/adapters/postgres/outbox-queries.js';
 import type { SqlClient } from '../../src/ports/database.js';
 import type { ClaimedForPublish } from '../../src/ports/outbox.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { keyNames, seedOrdered, writeOrdered } from './support/ordered-fixtures.js';
 
 let database: TestDatabase;

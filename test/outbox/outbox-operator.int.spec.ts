@@ -11,8 +11,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { claimOutboxBatch, scheduleRetry } from '../../src/adapters/postgres/outbox-queries.js';
 import { silentLogger } from '../../src/logger.js';
 import { runOutboxCommand } from '../../src/outbox/outbox-admin.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { seedOrdered } from './support/ordered-fixtures.js';
 
 const run = promisify(execFile);

@@ -10,9 +10,9 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AmqpSink } from '../../src/adapters/amqp/amqp-sink.js';
 import type { PublishOutcome } from '../../src/ports/message-sink.js';
+import { outbound } from '../../src/testing/sink-contract.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
-import { outbound } from './sink-contract.js';
 import { BrokerFixture, deliveryStats, outboxCounts, seedOutbox } from './support/fixtures.js';
 import { RelayHarness } from './support/relay-harness.js';
 

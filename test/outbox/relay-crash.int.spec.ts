@@ -4,8 +4,8 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../src/testing/wait.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { BrokerFixture, seedOutbox } from './support/fixtures.js';
 import { RelayHarness } from './support/relay-harness.js';
 

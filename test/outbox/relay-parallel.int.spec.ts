@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../src/testing/wait.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { BrokerFixture, deliveryStats, outboxCounts, seedOutbox } from './support/fixtures.js';
 import { RelayHarness } from './support/relay-harness.js';
 

@@ -5,10 +5,10 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
 import { AggregateRegistry } from '../../src/registry/registry.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { ledgerRegistration } from '../support/ledger-aggregate.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase, uniqueName } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { BrokerFixture, deliveryStats, outboxCounts, seedOutbox } from './support/fixtures.js';
 
 const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'support', 'relay-role-child.ts');

@@ -3,9 +3,9 @@ import { createDatabase } from '../../src/adapters/postgres/database.js';
 import { CoalescingNotifier, PgWakeupListener } from '../../src/adapters/postgres/notifications.js';
 import type { Database } from '../../src/ports/database.js';
 import { channels } from '../../src/ports/wakeups.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { maintenanceService } from '../support/maintenance.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 import { BrokerFixture, deliveryStats, outboxCounts, seedOutbox } from './support/fixtures.js';
 import { RelayHarness } from './support/relay-harness.js';
 

@@ -7,8 +7,8 @@ import {
   releaseLease,
   renewLease,
 } from '../../src/adapters/postgres/lease-queries.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 beforeAll(async () => {

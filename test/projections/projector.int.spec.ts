@@ -12,9 +12,9 @@ import { findLease } from '../../src/adapters/postgres/lease-queries.js';
 import { listCheckpoints } from '../../src/adapters/postgres/projection-queries.js';
 import { dispatchStatsProjection } from '../../src/aggregates/campaign/dispatch-stats.js';
 import { Projector } from '../../src/projections/projector.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { runDispatchLoad } from '../support/dispatch-load.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 beforeAll(async () => {

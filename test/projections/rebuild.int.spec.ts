@@ -11,9 +11,9 @@ import {
 import { acquireLease, releaseLease } from '../../src/adapters/postgres/lease-queries.js';
 import { dispatchStatsProjection } from '../../src/aggregates/campaign/dispatch-stats.js';
 import { Projector, rebuildProjection } from '../../src/projections/projector.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { runDispatchLoad } from '../support/dispatch-load.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 beforeAll(async () => {

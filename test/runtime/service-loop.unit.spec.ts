@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
 import { ServiceLoop } from '../../src/runtime/service-loop.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../src/testing/wait.js';
 
 describe('ServiceLoop', () => {
   it('sleeps what a round asks for; wake() ends the sleep at once; stop() ends it too', async () => {

@@ -15,10 +15,10 @@ import type { HeraldSettings as HeraldConfig } from '../../src/config.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import type { OutboundMessage } from '../../src/ports/message-sink.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { consumeKafka, deadTopicName, retryTopicName } from '../../src/worker/consume-kafka.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/services.js';
 import { startTlsServices, type TlsMaterial, tlsMaterial, tlsUrls } from '../support/tls.js';
-import { waitFor } from '../support/wait.js';
 
 let m: TlsMaterial;
 let t: TestDatabase;

@@ -17,12 +17,12 @@ import { createDatabase } from '../../src/adapters/postgres/database.js';
 import { loadConfig } from '../../src/config.js';
 import { REDACTED } from '../../src/logger.js';
 import type { Database } from '../../src/ports/database.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { seedOutbox } from '../outbox/support/fixtures.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { type RunningHerald, spawnHerald } from '../support/cli.js';
 import { uniqueName } from '../support/services.js';
 import { startTlsServices, type TlsMaterial, tlsMaterial, tlsUrls, withCredentials } from '../support/tls.js';
-import { waitFor } from '../support/wait.js';
 
 let m: TlsMaterial;
 let scratch: string;

@@ -16,6 +16,7 @@ import { RedisLock } from '../../src/adapters/redis/redis-lock.js';
 import type { HeraldSettings as HeraldConfig } from '../../src/config.js';
 import { loadConfig } from '../../src/config.js';
 import { BrokerUnavailableError } from '../../src/errors.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { uniqueName } from '../support/services.js';
 import {
   startTlsServices,
@@ -25,7 +26,6 @@ import {
   withCredentials,
   withHost,
 } from '../support/tls.js';
-import { waitFor } from '../support/wait.js';
 
 /** Node's words for a chain that does not lead to the configured CA. */
 const UNTRUSTED =

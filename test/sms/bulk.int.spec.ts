@@ -17,6 +17,7 @@ import type { BulkCampaignMeta } from '../../src/domain/sms/campaign-request.js'
 import { SmsValidationError } from '../../src/domain/sms/campaign-request.js';
 import type { IdempotencyKeyError } from '../../src/errors.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import {
   idempotency,
@@ -27,7 +28,6 @@ import {
   smsSettings,
   writtenRows,
 } from '../support/sms.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let ledger: PostgresLedger;

@@ -16,10 +16,10 @@ import type { SmsSubmission } from '../../src/aggregates/campaign/sms/dispatch.j
 import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { verifyStates } from '../../src/projections/verify.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { inlineRequest, msisdns, ORG, silentLogger, smsService, windowAroundNow } from '../support/sms.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let ledger: PostgresLedger;

@@ -10,13 +10,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dlrHandler, SMS_DLR_CONSUMER } from '../../src/aggregates/campaign/sms/dlr-consumer.js';
 import { checkCampaignMoney } from '../../src/aggregates/campaign/sms/money-check.js';
 import { SmsGatewaySimulator } from '../../src/aggregates/campaign/sms/simulator.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { consumeKafka, deadTopicName } from '../../src/worker/consume-kafka.js';
 import { KafkaFixture } from '../kafka/support/kafka-fixture.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/services.js';
 import { inlineRequest, msisdns, ORG, silentLogger, smsService } from '../support/sms.js';
 import { deliveryFixture } from '../support/sms-delivery.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let kafka: KafkaFixture;

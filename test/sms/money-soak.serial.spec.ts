@@ -12,10 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafka } from '../../src/adapters/kafka/kafka-client.js';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { verifyStates } from '../../src/projections/verify.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { type RunningHerald, spawnHerald } from '../support/cli.js';
 import { createTestDatabase, requireEnv, type TestDatabase, uniqueName } from '../support/services.js';
 import { msisdns, ORG, smsService } from '../support/sms.js';
-import { waitFor } from '../support/wait.js';
 
 const RECIPIENTS = Number(process.env.HERALD_SOAK_RECIPIENTS ?? 2_000);
 const SOAK_TIMEOUT_MS = Number(process.env.HERALD_SOAK_TIMEOUT_MS ?? 15 * 60_000);

@@ -14,6 +14,7 @@ import { checkCampaignMoney } from '../../src/aggregates/campaign/sms/money-chec
 import { SMS_RECOVERY_LEASE, type SmsRecovery } from '../../src/aggregates/campaign/sms/recovery.js';
 import { toUnits } from '../../src/domain/sms/money.js';
 import { BillingUnavailableError } from '../../src/errors.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { inlineRequest, msisdns, ORG } from '../support/sms.js';
@@ -24,7 +25,6 @@ import {
   ledgerEntries,
   type SwitchableBilling,
 } from '../support/sms-delivery.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let billing: SwitchableBilling;

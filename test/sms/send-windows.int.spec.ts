@@ -10,10 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listRecipients } from '../../src/adapters/postgres/sms-queries.js';
 import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
 import { localTime, nextAllowedAt, secondsOfDay } from '../../src/domain/sms/windows.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { inlineRequest, msisdns, ORG, smsService } from '../support/sms.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 beforeAll(async () => {

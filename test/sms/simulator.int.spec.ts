@@ -12,11 +12,11 @@ import {
   SmsGatewaySimulator,
   simulatedOutcome,
 } from '../../src/aggregates/campaign/sms/simulator.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { KafkaFixture } from '../kafka/support/kafka-fixture.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/services.js';
 import { inlineRequest, msisdns, ORG, silentLogger, smsService } from '../support/sms.js';
-import { waitFor } from '../support/wait.js';
 
 let t: TestDatabase;
 let kafka: KafkaFixture;

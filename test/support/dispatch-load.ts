@@ -17,8 +17,8 @@ import { campaignAggregate } from '../../src/aggregates/campaign/descriptor.js';
 import { LINE_DELIVERY_STREAM_TYPE as DELIVERY_STREAM_TYPE } from '../../src/aggregates/campaign/topology.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import type { Database, SqlClient } from '../../src/ports/database.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { lineCampaign } from './campaigns.js';
-import { waitFor } from './wait.js';
 
 export interface LoadOptions {
   writers: number;

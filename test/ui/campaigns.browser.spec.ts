@@ -10,8 +10,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { inlineRequest } from '../support/sms.js';
-import { waitFor } from '../support/wait.js';
 import { type UiPage, useDashboard } from './support/browser.js';
 
 const ui = useDashboard({

@@ -10,8 +10,8 @@
  * not declared expected.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../src/testing/wait.js';
 import { startHttpServer, type TestHttpServer } from '../support/cron.js';
-import { waitFor } from '../support/wait.js';
 import { useDashboard } from './support/browser.js';
 
 let http: TestHttpServer;

@@ -9,7 +9,7 @@
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LINE_BROADCAST_QUEUE } from '../../src/domain/campaign.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { useDashboard } from './support/browser.js';
 
 const ui = useDashboard({

@@ -7,7 +7,7 @@
  * error on any of it (the harness fails the test otherwise).
  */
 import { describe, expect, it } from 'vitest';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { useDashboard } from './support/browser.js';
 
 const ui = useDashboard({

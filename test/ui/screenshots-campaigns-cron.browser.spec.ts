@@ -12,9 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { startHttpServer, type TestHttpServer } from '../support/cron.js';
 import { inlineRequest } from '../support/sms.js';
-import { waitFor } from '../support/wait.js';
 import { type UiPage, useDashboard } from './support/browser.js';
 
 const save = process.env.HERALD_UI_SCREENSHOTS === '1';

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LINE_MULTICAST_QUEUE } from '../../src/domain/campaign.js';
-import { waitFor } from '../support/wait.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { type UiPage, useDashboard } from './support/browser.js';
 
 const save = process.env.HERALD_UI_SCREENSHOTS === '1';

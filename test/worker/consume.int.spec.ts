@@ -15,9 +15,9 @@ import { ConfigError, PermanentError, TransientError } from '../../src/errors.js
 import { silentLogger } from '../../src/logger.js';
 import { HEADER as CONSUMER_HEADER } from '../../src/messaging/headers.js';
 import type { SqlClient } from '../../src/ports/database.js';
+import { waitFor } from '../../src/testing/wait.js';
 import { type ConsumeOptions, type Consumer, consume, type Handler } from '../../src/worker/consume.js';
 import { createTestDatabase, requireEnv, type TestDatabase, uniqueName } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
 
 let testDb: TestDatabase;
 let amqpUrl: string;

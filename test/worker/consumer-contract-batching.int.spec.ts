@@ -5,8 +5,8 @@
  * batch path may change the round trips, never an outcome.
  */
 import { afterAll, expect } from 'vitest';
+import { describeConsumerContract, type TransportFixture } from '../../src/testing/consumer-contract.js';
 import type { BatchingHandler, Handler, HandlerOutcome } from '../../src/worker/delivery-policy.js';
-import { describeConsumerContract, type TransportFixture } from './consumer-contract.js';
 import { AmqpContractFixture } from './support/amqp-contract-fixture.js';
 
 /** Messages that went through a batch of more than one (the suite must really take the batch path). */

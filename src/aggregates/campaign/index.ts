@@ -143,4 +143,46 @@ export const campaignRegistration = defineAggregate({
   demo: campaignDemo,
 });
 
+// The slice's public surface (re-exported by the package's root entry).
+export type { CampaignCommand, CampaignCommandType, CreateCampaign } from '../../domain/campaign/commands.js';
+export type { CampaignEvent, CampaignEventType } from '../../domain/campaign/events.js';
+export { CAMPAIGN_OPERATIONS, type CampaignOperation } from '../../domain/campaign/operations.js';
+export type { SmsCampaignFacts, SmsDefinition, SmsProgress } from '../../domain/campaign/sms.js';
+export type { CampaignState, ExistingCampaign } from '../../domain/campaign/state.js';
+export {
+  CAMPAIGN_CHANNELS,
+  CAMPAIGN_STATUSES,
+  CAST_TYPES,
+  type CampaignChannel,
+  type CampaignStatus,
+  type CastType,
+  FINAL_CAMPAIGN_STATUSES,
+  type FinalCampaignStatus,
+  isFinalStatus,
+} from '../../domain/campaign/status.js';
+export {
+  type InlineCampaignRequest,
+  type RuleIssue,
+  SmsValidationError,
+} from '../../domain/sms/campaign-request.js';
+export { type LineDeliveryPort, recordingLineDeliveryPort } from './line-delivery.js';
+export type { CampaignPorts } from './ports.js';
+export type { CampaignServices } from './routes.js';
 export { CampaignService, type CampaignServiceDeps, type NewCampaign } from './service.js';
+export { type CampaignConfig, type CampaignSettings, campaignSettings } from './settings.js';
+export {
+  type BillingOperation,
+  type BillingPort,
+  type BillingReceipt,
+  PostgresLedger,
+} from './sms/billing.js';
+export { postgresSmsRouting, type SmsRoutingPort } from './sms/routing.js';
+export {
+  type BulkCreated,
+  SmsCampaignService,
+  type SmsCampaignServiceDeps,
+  type SmsPreview,
+  type SmsRequestOptions,
+  type UploadView,
+} from './sms/service.js';
+export { type SmsSettings, smsSettings } from './sms/settings.js';

@@ -93,4 +93,25 @@ export const cronRegistration = defineModule({
   demo: cronDemo,
 });
 
-export { CronService, type CronServiceDeps, type CronServiceSettings, type NewCronJob } from './service.js';
+// The slice's public surface (re-exported by the package's root entry).
+export {
+  CRON_JOB_OPERATIONS,
+  type CronJobCommand,
+  type CronJobEvent,
+  type CronJobState,
+  type ExistingCronJob,
+  type JobType,
+  type OverlapPolicy,
+} from '../../domain/cron-job.js';
+export type { ExistingJobRun, JobRunState, RunStatus } from '../../domain/job-run.js';
+export type { HttpClient, Mailer } from '../../ports/job-executor.js';
+export type { LedgerEntry } from './ledger.js';
+export type { CronServices } from './routes.js';
+export {
+  type BackfillResult,
+  CronService,
+  type CronServiceDeps,
+  type CronServiceSettings,
+  type NewCronJob,
+} from './service.js';
+export { type CronConfig, type CronSettings, cronSettings } from './settings.js';

@@ -94,4 +94,34 @@ export const scheduledActionRegistration = defineModule({
   demo: actionsDemo,
 });
 
-export { ScheduledActionService } from './service.js';
+// The slice's public surface (re-exported by the package's root entry).
+export type { ActionSignalState, ReceivedSignal } from '../../domain/action-signal.js';
+export {
+  ACTION_OPERATIONS,
+  type ActionMode,
+  type ActionStatus,
+  type ExistingAction,
+  type ScheduledActionCommand,
+  type ScheduledActionEvent,
+  type ScheduledActionState,
+} from '../../domain/scheduled-action.js';
+export type { ActionExecutePayload, ActionFirePayload } from './descriptor.js';
+export type {
+  ActionExecutor,
+  ActionPorts,
+  ConditionsPort,
+  ConditionsVerdict,
+  ExecutionContext,
+  Subject,
+  SubjectPort,
+} from './processing.js';
+export type { ActionServices } from './routes.js';
+export {
+  type ScheduleActionParams,
+  ScheduledActionService,
+  type ScheduledActionServiceDeps,
+  type SignalOutcome,
+  type SignalParams,
+} from './service.js';
+export { type ActionSettings, type ActionsConfig, actionSettings } from './settings.js';
+export { ACTION_EXECUTE_QUEUE, SCHEDULED_ACTION_FIRE_QUEUE } from './topology.js';

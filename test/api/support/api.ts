@@ -10,9 +10,9 @@ import type { HeraldRuntime as Runtime } from '../../../src/config.js';
 import type { Logger } from '../../../src/logger.js';
 import { startApi } from '../../../src/roles/api-role.js';
 import { createRuntime } from '../../../src/roles/runtime.js';
+import { waitFor } from '../../../src/testing/wait.js';
 import { testLogger } from '../../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../../support/services.js';
-import { waitFor } from '../../support/wait.js';
 
 export interface ApiReply {
   status: number;

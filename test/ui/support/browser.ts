@@ -24,10 +24,10 @@ import { fileURLToPath } from 'node:url';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { type ApiKeyRole, createApiKey } from '../../../src/api/auth.js';
+import { waitFor } from '../../../src/testing/wait.js';
 import { type ApiReply, type RequestOptions, request } from '../../api/support/api.js';
 import { type RunningHerald, spawnHerald } from '../../support/cli.js';
 import { createTestDatabase, type TestDatabase } from '../../support/services.js';
-import { waitFor } from '../../support/wait.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 export const CHROMIUM = process.env.HERALD_CHROMIUM ?? '/usr/bin/chromium';

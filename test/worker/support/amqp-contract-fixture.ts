@@ -7,9 +7,9 @@
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { retryQueueName } from '../../../src/adapters/amqp/amqp-consumer.js';
 import { silentLogger } from '../../../src/logger.js';
+import type { DeadLetter, TransportFixture } from '../../../src/testing/consumer-contract.js';
 import { consume } from '../../../src/worker/consume.js';
-import { requireEnv, uniqueName } from '../../support/services.js';
-import type { DeadLetter, TransportFixture } from '../consumer-contract.js';
+import { createTestDatabase, requireEnv, uniqueName } from '../../support/services.js';
 
 function headerText(value: unknown): string {
   if (Buffer.isBuffer(value)) return value.toString('utf8');
@@ -17,6 +17,9 @@ function headerText(value: unknown): string {
 }
 
 export class AmqpContractFixture implements TransportFixture {
+  /** A database of its own for the suite, migrated (test/support/services.ts). */
+  database = () => createTestDatabase();
+
   private url = '';
   private connection: ChannelModel | undefined;
   private publisher: ConfirmChannel | undefined;

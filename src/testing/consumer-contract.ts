@@ -6,18 +6,18 @@
  * is published to it, how the dead-letter destination is read, and how many messages are still
  * unsettled after a consumer stopped (ready in the queues / offsets not committed).
  *
- * Not a spec file itself: a spec calls `describeConsumerContract(name, fixture)` at its top level.
+ * Not a spec file itself: a spec calls `describeConsumerContract(name, fixture)` at its top level
+ * (`herald/testing`: a transport of one's own can run it too).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { findInboxEntry } from '../../src/adapters/postgres/inbox-queries.js';
-import { PermanentError, TransientError } from '../../src/errors.js';
-import { HEADER } from '../../src/messaging/headers.js';
-import type { Database, SqlClient } from '../../src/ports/database.js';
-import type { Consumer, Handler } from '../../src/worker/delivery-policy.js';
-import { createTestDatabase, type TestDatabase, uniqueName } from '../support/services.js';
-import { waitFor } from '../support/wait.js';
+import { findInboxEntry } from '../adapters/postgres/inbox-queries.js';
+import { PermanentError, TransientError } from '../errors.js';
+import { HEADER } from '../messaging/headers.js';
+import type { Database, SqlClient } from '../ports/database.js';
+import type { Consumer, Handler } from '../worker/delivery-policy.js';
+import { waitFor } from './wait.js';
 
 /** A message as published to a source, not through Herald. */
 export interface RawMessage {
@@ -45,7 +45,15 @@ export interface ContractConsumerOptions<T> {
   oneAtATime?: boolean;
 }
 
+/** A database of the suite's own with Herald's migrations applied, and how to drop it. */
+export interface ContractDatabase {
+  readonly db: Database;
+  drop(): Promise<void>;
+}
+
 export interface TransportFixture {
+  /** The suite's database (beforeAll); dropped after it (afterAll). */
+  database(): Promise<ContractDatabase>;
   /** Connects the fixture's own broker clients (beforeAll). */
   open(): Promise<void>;
   /** Closes them and deletes what is left (afterAll). */
@@ -116,13 +124,16 @@ function trackTransactions(db: Database): {
   return { db: tracked, outcome: (tx) => outcomes.get(tx) };
 }
 
+/** A name no other test run uses (queues, topics, consumers). */
+const uniqueName = (prefix: string) => `${prefix}_${randomBytes(5).toString('hex')}`;
+
 export function describeConsumerContract(name: string, fixture: TransportFixture): void {
   describe(`consumer contract: ${name}`, () => {
-    let testDb: TestDatabase;
+    let testDb: ContractDatabase;
     const consumers: Consumer[] = [];
 
     beforeAll(async () => {
-      testDb = await createTestDatabase();
+      testDb = await fixture.database();
       // No unique key on (consumer, message_id) on purpose: a handler run twice must show up as two
       // rows, not as a retried unique violation that the inbox would then absorb.
       await testDb.db.query(

@@ -7,7 +7,7 @@
  * them incrementally gives the same state as a full replay; a rejected command returns no events.
  */
 import { expect } from 'vitest';
-import { type Decider, type DomainEvent, fold } from '../../src/domain/decider.js';
+import { type Decider, type DomainEvent, fold } from '../domain/decider.js';
 
 type ErrorClass<E extends Error> = abstract new (...args: never[]) => E;
 

@@ -7,8 +7,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { MessageSink, OutboundMessage } from '../../src/ports/message-sink.js';
-import { waitFor } from '../support/wait.js';
+import type { MessageSink, OutboundMessage } from '../ports/message-sink.js';
+import { waitFor } from './wait.js';
 
 export interface ReceivedMessage {
   messageId: string;
