@@ -1,7 +1,7 @@
 // Generates the dashboard's typed API client (ui/src/api/openapi.json + ui/src/api/schema.d.ts) from the
 // server's own OpenAPI document: the Fastify app is built in-process (routes registered, never listening)
 // on a runtime whose pools connect lazily and are never used, so no database or broker is needed. A route
-// or schema change then breaks `tsc -p ui/tsconfig.json` instead of a page at run time (issue 14).
+// or schema change then breaks `tsc -p ui/tsconfig.json` instead of a page at run time (ADR 0018).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * Dashboard sessions (issue 14): signing in with an API key makes a session whose 256-bit random id
+ * Dashboard sessions (ADR 0018): signing in with an API key makes a session whose 256-bit random id
  * travels only in an HttpOnly, SameSite=Strict cookie (Secure over TLS), and whose CSRF token the page
  * reads from the sign-in answer and echoes in `x-csrf-token` on every command. Only the id's SHA-256 is
  * stored (migration 000013), the organization and role are the key's, read at every request (a revoked

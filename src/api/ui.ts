@@ -1,5 +1,5 @@
 /**
- * The dashboard's static assets (issue 14): the build of ui/ (dist/ui, `npm run build`) served at /ui
+ * The dashboard's static assets (ADR 0018): the build of ui/ (dist/ui, `npm run build`) served at /ui
  * by @fastify/static, no CDN and nothing fetched at run time. Hashed assets (/ui/assets/*) are cached
  * for a year as immutable; every other path under /ui/ that is not a file is a client route and gets
  * index.html (never cached, so a new build is picked up at once). Before the UI is built, /ui answers

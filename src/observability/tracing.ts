@@ -1,5 +1,5 @@
 /**
- * Tracing through Herald's causal chain (issue 15; ADR 0017): an API request or library call → the
+ * Tracing through Herald's causal chain (ADR 0017): an API request or library call → the
  * command → its events (the W3C `traceparent` in the events' meta) → the outbox row (the same
  * `traceparent` in the row's headers, so every publish carries it as a message header on AMQP and
  * Kafka) → the relay's publish → the consumer's handling and its effect, as one trace. A due stream's

@@ -112,7 +112,7 @@ export const processSection = {
       z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
       'pino level',
     ),
-    HERALD_POD: d(z.string().min(1).optional(), 'pod name in logs, events and outbox locks', 'herald-<pid>'),
+    HERALD_POD: d(z.string().min(1).optional(), 'pod name in logs, events and outbox locks', '`herald-<pid>`'),
   },
 } satisfies EnvSection;
 
@@ -329,7 +329,7 @@ export const tracingSection = {
     OTEL_SERVICE_NAME: d(
       z.string().min(1).optional(),
       "the traces' service name (`OTEL_RESOURCE_ATTRIBUTES`, `OTEL_EXPORTER_OTLP_HEADERS` as the specification says)",
-      'herald-<role>',
+      '`herald-<role>`',
     ),
     OTEL_BSP_SCHEDULE_DELAY: d(nonNegativeInt.default(5_000), 'ms between span exports'),
   },

@@ -1,5 +1,5 @@
 /**
- * The campaign decider's SMS part 2 (issue 13), given/when/then, legal and illegal: delivery reports
+ * The campaign decider's SMS part 2 (ADR 0019), given/when/then, legal and illegal: delivery reports
  * (and the recount to COMPLETED / PARTIAL / FAILED in the same decision), retries released, refunds,
  * pause/resume/reschedule/cancel/resend with reasons and auto-pause, cancel during dispatch (epoch
  * bump), withdrawal of the unsent recipients and its refund, settling a cancellation, and an SMS resend's

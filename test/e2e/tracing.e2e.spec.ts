@@ -1,5 +1,5 @@
 /**
- * One trace from an API request to the consumer's effect (issue 15, ADR 0017), received by a local
+ * One trace from an API request to the consumer's effect (ADR 0017), received by a local
  * OTLP/HTTP receiver speaking the real protocol (the exporter's JSON encoding over HTTP): a campaign
  * created and scheduled through `POST /v1/campaigns`, claimed by the scanner a second later, published
  * by the relay and delivered by the worker — every span carries the request's trace id, and the chain

@@ -1,6 +1,6 @@
 /**
  * Auto-pause on error rate over real PostgreSQL, evaluated by the DLR roll-up inside its transaction
- * (issue 13): a campaign created with `autoPause: {maxFailureRate: 0.2, window: 10}` is not evaluated
+ * (ADR 0019): a campaign created with `autoPause: {maxFailureRate: 0.2, window: 10}` is not evaluated
  * before 10 reports were rolled up, is not paused at exactly 20% failed, and is paused by the first
  * report that takes its last 10 above 20% — with the measured rate in the reason and the event, actor
  * `herald:auto-pause`, no refund of anything unsent, and resume left to an operator. A campaign without

@@ -1,6 +1,6 @@
 /**
  * The SMS campaign controls over real PostgreSQL, each with its legal and illegal transitions and its
- * effect on recipients and money (issue 13): pause stops new claims and refunds nothing; resume goes
+ * effect on recipients and money (ADR 0019): pause stops new claims and refunds nothing; resume goes
  * back to SCHEDULED or QUEUED; reschedule validates the new time as creation does and moves the
  * dispatch deadline; cancel during dispatch withdraws the unsent recipients (CANCELLED), refunds them
  * once with the stable key and settles only after the refund, while already-submitted recipients are

@@ -1,5 +1,5 @@
 /**
- * The money soak (issue 13): one SMS campaign through the simulator with transient and permanent
+ * The money soak (ADR 0019): one SMS campaign through the simulator with transient and permanent
  * failures while the processes that move money — scanners (dispatcher, DLR roll-up, retry
  * dispatcher, refund retry, recovery), the worker (CSV build, DLR consumer) and the relay — are killed
  * with SIGKILL and restarted at random. At the end every recipient is final, no recipient is charged

@@ -1,5 +1,5 @@
 /**
- * Campaigns in a real browser (issue 14) against `herald api`, `herald scanner`, `herald relay`,
+ * Campaigns in a real browser (ADR 0018) against `herald api`, `herald scanner`, `herald relay`,
  * `herald worker` and `herald sms-simulator` as child processes on the real services: the list finds a
  * campaign by name and by id and filters by status; on its page an operator pauses, resumes and cancels
  * it, each confirmation asking for a reason, and the timeline shows each event with its actor (the key)

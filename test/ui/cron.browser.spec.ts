@@ -1,5 +1,5 @@
 /**
- * Cron jobs in a real browser (issue 14) against `herald api`, `herald scanner`, `herald relay` and
+ * Cron jobs in a real browser (ADR 0018) against `herald api`, `herald scanner`, `herald relay` and
  * `herald worker` as child processes on the real services, the jobs' webhooks aimed at a real HTTP
  * server on loopback: a job created from the form (the expression checked as you type, the next fire
  * times previewed) runs and its runs appear without a reload; an occurrence skipped by the overlap

@@ -1,6 +1,6 @@
 /**
- * The Outbox page in a real browser against `herald api` + `herald relay` on the real services (issue
- * 14: "requeue a dead outbox row and see it sent"). The rows die for real: the campaign queue is deleted
+ * The Outbox page in a real browser against `herald api` + `herald relay` on the real services
+ * (ADR 0018: "requeue a dead outbox row and see it sent"). The rows die for real: the campaign queue is deleted
  * from the spec's RabbitMQ vhost after the relay declared it, so the relay's mandatory publishes come back unroutable and
  * (with one attempt allowed) the rows go dead. The page, open all along, shows them appear with their
  * error without a reload; the queue is declared again, two are requeued as a selection and seen sent

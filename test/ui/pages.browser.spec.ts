@@ -1,6 +1,6 @@
 /**
  * The Overview and Actions pages in a real browser against `herald api` and the scanner, relay, worker
- * and projector roles on the real services (issue 14): campaigns dispatched end to end show up in the
+ * and projector roles on the real services (ADR 0018): campaigns dispatched end to end show up in the
  * overview's throughput and latency, leases and projections, and a new one is counted without a
  * reload; the Actions page lists waits with their signal names and deadlines, finds signals by
  * correlation key, fires an action now (seen done, live) and changes a wait's deadline. No console

@@ -1,5 +1,5 @@
 /**
- * Recipient search in a real browser (issue 14) against `herald api` on the real services: a phone
+ * Recipient search in a real browser (ADR 0018) against `herald api` on the real services: a phone
  * number typed in another spelling than the one the campaigns were created with finds it in every
  * campaign of the organization (and in no other organization's), the hit opens its campaign; a number in
  * no campaign shows the empty state; a string that is no phone number is refused with the server's

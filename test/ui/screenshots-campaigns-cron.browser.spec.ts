@@ -1,6 +1,6 @@
 /**
  * The campaign, recipient and cron pages with demo-like data, in a real browser against `herald api`
- * and the roles (issue 14), the way screenshots.browser.spec.ts does the other pages: each renders its
+ * and the roles (ADR 0018), the way screenshots.browser.spec.ts does the other pages: each renders its
  * data with no console error (the harness fails the test on any), and with HERALD_UI_SCREENSHOTS=1
  * (`npm run ui:screenshots`) each is saved as docs/screenshots/<page>.png. The data is made as an
  * operator's would be: LINE campaigns paused, resumed and sent end to end, SMS campaigns charged with

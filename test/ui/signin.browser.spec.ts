@@ -1,5 +1,5 @@
 /**
- * Sign-in in a real browser against `herald api` (issue 14): an API key becomes a server-side session
+ * Sign-in in a real browser against `herald api` (ADR 0018): an API key becomes a server-side session
  * (HttpOnly, SameSite=Strict cookie; the key is not kept by the page), a wrong key is refused with the
  * server's problem, a viewer's pages show no command buttons, and the API refuses forged commands
  * anyway — a cookie-only request without the CSRF header (403) and a viewer session's command (403).

@@ -1,5 +1,5 @@
 /**
- * The dashboard's read queries (issue 14): each one bounded whatever the data (Temporal UI #2278 is a
+ * The dashboard's read queries (ADR 0018): each one bounded whatever the data (Temporal UI #2278 is a
  * dashboard counting a whole table per refresh). Counts read partial indexes and stop at a cap
  * (`OVERVIEW_COUNT_CAP`: the page shows "10,000+"); series read the `dispatch_stats` projection (one
  * row per hour and destination) and a capped sample of the last hour's publish receipts (BRIN range);

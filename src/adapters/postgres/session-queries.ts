@@ -1,5 +1,5 @@
 /**
- * Dashboard session queries (issue 14, migration 000013): a session is found by the SHA-256 of its
+ * Dashboard session queries (ADR 0018, migration 000013): a session is found by the SHA-256 of its
  * cookie value joined to its API key, so a revoked key's sessions stop working at once (invariant:
  * the key decides, the session only carries it). Expiry is idle-based and judged on the database clock
  * (invariant 6): `expires_at` moves forward on use, at most once per touch interval per session (the

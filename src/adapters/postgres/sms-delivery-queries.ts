@@ -1,5 +1,5 @@
 /**
- * SMS delivery queries (issue 13, part 2): delivery reports as received (idempotent by dlr_id), the
+ * SMS delivery queries (ADR 0019): delivery reports as received (idempotent by dlr_id), the
  * roll-up's locks and guarded row updates, synthetic SEND_FAILED reports for dead submissions, the
  * retry dispatcher's claim, refunds owed and their guarded bookkeeping, and the money check's sums.
  * A report applies only to the row with id = recipient_id AND submission_id = the report's AND status

@@ -1,5 +1,5 @@
 /**
- * Queries of the `sms:recovery` poller and the SMS controls (seed 003 part 2, issue 13): the campaigns
+ * Queries of the `sms:recovery` poller and the SMS controls (seed 003 part 2, ADR 0019): the campaigns
  * each recovery step looks at (cancellation to settle, SCHEDULED past its dispatch deadline, expiry
  * refund still owed, stale DRAFT / BUILDING / DISPATCHING), each found without a lock and then locked
  * alone (FOR UPDATE SKIP LOCKED, the step's condition re-checked in the same WHERE) so every campaign

@@ -35,7 +35,7 @@ const campaignFields = z.object({
   failureReason: z.string().nullable(),
   createdAt: instant,
   statusChangedAt: instant,
-  // The SMS channel's facts (issue 12) keep the SMS domain's own shape.
+  // The SMS channel's facts (ADR 0014) keep the SMS domain's own shape.
   sms: json.nullable().describe('SMS campaigns: totals, charge, build attempts, progress; null for LINE'),
 });
 sameKeys<SameKeys<ExistingCampaign, z.output<typeof campaignFields>>>(true);

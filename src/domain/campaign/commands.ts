@@ -236,7 +236,7 @@ const deferCampaign = z
   });
 
 /**
- * An operator's pause (optional reason), or an auto-pause (issue 13) carrying the measured failure rate
+ * An operator's pause (optional reason), or an auto-pause (ADR 0019) carrying the measured failure rate
  * over the last `window` reports and the threshold it crossed (reason defaults to a sentence saying so).
  */
 const pauseCampaign = z

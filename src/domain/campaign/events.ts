@@ -107,7 +107,7 @@ const campaignPaused = event('CampaignPaused', {
   at: storedInstant,
   /** Why (part 2; absent on older events and when none was given): becomes the state's pauseReason. */
   reason: id.optional(),
-  /** An auto-pause (issue 13): the measured failure rate over the last `window` reports and the threshold. */
+  /** An auto-pause (ADR 0019): the measured failure rate over the last `window` reports and the threshold. */
   auto: z
     .object({
       rate: z.number().min(0).max(1),

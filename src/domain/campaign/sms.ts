@@ -21,7 +21,7 @@ export const money = z.string().refine(isMoney, 'expected a decimal amount with 
 const count = z.number().int().nonnegative();
 
 /**
- * Auto-pause on error rate (issue 13): pause when more than `maxFailureRate` of the last `window`
+ * Auto-pause on error rate (ADR 0019): pause when more than `maxFailureRate` of the last `window`
  * delivery reports failed (e.g. {maxFailureRate: 0.2, window: 500}). Resume is an operator's decision.
  */
 export const autoPauseSchema = z.strictObject({

@@ -1,5 +1,5 @@
 /**
- * The dashboard's browser tests (issue 14): Debian's Chromium driven by playwright-core against
+ * The dashboard's browser tests (ADR 0018): Debian's Chromium driven by playwright-core against
  * `herald api` and the other roles as deployed — child processes of the real CLI on the real services,
  * a fresh database per spec file — with the UI built by the same script `npm test` runs. Every page a
  * test opens records its console errors, uncaught page errors and failed resource loads; the test fails

@@ -1,5 +1,5 @@
 /**
- * Auto-pause on error rate (issue 13, beyond the seed): a campaign created with `autoPause:
+ * Auto-pause on error rate (ADR 0019, beyond the seed): a campaign created with `autoPause:
  * {maxFailureRate, window}` is paused when more than `maxFailureRate` of its last `window` rolled-up
  * delivery reports did not end DELIVERED (failed, unconfirmed or retried alike; duplicates the roll-up
  * ignored do not count). The DLR roll-up calls `evaluateAutoPause` inside its transaction right after

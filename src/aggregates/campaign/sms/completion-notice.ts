@@ -1,5 +1,5 @@
 /**
- * The completion notice (seed 003's reporting traffic, issue 13 item 9): when a charged SMS campaign
+ * The completion notice (seed 003's reporting traffic, ADR 0019): when a charged SMS campaign
  * reaches a final status — COMPLETED, PARTIAL or FAILED (the roll-up's recount), CANCELLED (the
  * cancellation settled) or EXPIRED (once its withdrawal refund is recorded) — one outbox message
  * `campaign.completed` | `campaign.partial` | `campaign.failed` | `campaign.cancelled` |

@@ -1,5 +1,5 @@
 /**
- * SMS campaign controls (seed 003 part 2, issue 13), as the SmsCampaignService exposes them: pause and
+ * SMS campaign controls (seed 003 part 2, ADR 0019), as the SmsCampaignService exposes them: pause and
  * resume (the campaign commands, with a reason and the caller as the event's actor), reschedule (a new
  * Dhaka-local time validated exactly as at creation, and a new dispatch deadline = start +
  * HERALD_SMS_DISPATCH_DEADLINE_MINUTES), cancel (the generic CancelCampaign; the `sms:recovery` poller

@@ -1,5 +1,5 @@
 /**
- * The money check of one SMS campaign (issue 13's money invariant), for tests, the soak and
+ * The money check of one SMS campaign (ADR 0019's money invariant), for tests, the soak and
  * `herald campaigns show`: the ledger's deductions and refunds under the campaign's keys (billing_entry:
  * campaign:{id}, campaign:{id}:resend:{n}, cancel:/expire:{id}:{n}, recipient:{rid}:{n}) against the
  * campaign's facts (event-sourced counters) and its recipient rows. At the end of a campaign

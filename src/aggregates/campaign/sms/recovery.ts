@@ -1,5 +1,5 @@
 /**
- * The `sms:recovery` poller (seed 003 part 2, issue 13): run by `herald scanner` under the `sms:recovery`
+ * The `sms:recovery` poller (seed 003 part 2, ADR 0019): run by `herald scanner` under the `sms:recovery`
  * lease, it finishes what SMS campaigns leave behind —
  *
  * - cancellation (the contract's flow): a charged CANCELLING campaign's unsent recipients (pending,
