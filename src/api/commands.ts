@@ -12,6 +12,7 @@
  */
 import { joinedDatabase } from '../adapters/postgres/joined-transaction.js';
 import { CommandHandler } from '../eventstore/command-handler.js';
+import type { Logger } from '../logger.js';
 import type { Database, SqlClient } from '../ports/database.js';
 import type { EventMeta } from '../ports/events.js';
 import type { WakeupSignal } from '../ports/wakeups.js';
@@ -62,6 +63,7 @@ export class RequestCommands<Svc = unknown> {
       db: Database;
       wakeups: WakeupSignal;
       config: HeraldConfig;
+      logger: Logger;
       /** Every slice's services on a database (the registry's). */
       services: (context: ServiceContext) => Record<string, unknown>;
     },
@@ -103,6 +105,7 @@ export class RequestCommands<Svc = unknown> {
   }
 
   private services(db: Database, handler: CommandHandler): Services<Svc> {
-    return { ...this.deps.services({ db, handler, config: this.deps.config }), db } as Services<Svc>;
+    const { config, logger } = this.deps;
+    return { ...this.deps.services({ db, handler, config, logger }), db } as Services<Svc>;
   }
 }

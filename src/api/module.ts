@@ -19,6 +19,8 @@ export interface ServiceContext {
   readonly db: Database;
   readonly handler: CommandHandler;
   readonly config: HeraldConfig;
+  /** Where the services' adapters (ports) log. */
+  readonly logger: Logger;
 }
 
 /**

@@ -221,6 +221,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     db: deps.db,
     wakeups: deps.wakeups,
     config,
+    logger,
     services: (context) => deps.registry.services(context),
   });
   const routeDeps: RouteDeps = { commands, registry: deps.registry, config, logger };

@@ -66,7 +66,7 @@ export function oneShot(
  * the same services, and so the same adapters, as the API).
  */
 export function servicesOn<Services>(
-  context: Pick<RoleContext, 'config' | 'registry'>,
+  context: Pick<RoleContext, 'config' | 'registry' | 'logger'>,
   db: Database,
   options: { wakeups?: WakeupSignal } = {},
 ): Services {
@@ -76,5 +76,5 @@ export function servicesOn<Services>(
       ? { db, pod: config.pod, wakeups: options.wakeups, wakeHorizonMs: config.scanner.pollMs }
       : { db, pod: config.pod },
   );
-  return context.registry.services({ db, handler, config }) as Services;
+  return context.registry.services({ db, handler, config, logger: context.logger }) as Services;
 }

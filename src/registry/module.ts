@@ -168,7 +168,7 @@ export interface RegisteredModule<Settings = unknown> {
   readonly projections: readonly Projection[];
   maintenance(config: HeraldConfig): MaintenanceTask[];
   /** The slice's service on `db` (undefined: it has none). */
-  service(context: Omit<SliceServiceContext, 'ports'> & { logger: Logger }): object | undefined;
+  service(context: Omit<SliceServiceContext, 'ports'> & { readonly logger: Logger }): object | undefined;
   readonly api: ApiModule;
   readonly cli: Readonly<Record<string, Role>>;
   readonly roles: Readonly<Record<string, RoleDefinition>>;

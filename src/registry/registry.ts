@@ -13,7 +13,7 @@
  */
 import type { ApiModule, ApiRegistry, ServiceContext } from '../api/module.js';
 import { ValidationError } from '../errors.js';
-import { type Logger, silentLogger } from '../logger.js';
+
 import type { MaintenanceTask } from '../maintenance/maintenance-service.js';
 import type { Projection } from '../projections/projection.js';
 import type { StateModel, StateModelCatalogue } from '../projections/state-models.js';
@@ -176,11 +176,11 @@ export class AggregateRegistry<M extends AnyModule = AnyModule> implements ApiRe
   }
 
   /** Every slice's service on one database, merged into one object (a key two slices use is refused). */
-  services(context: ServiceContext & { logger?: Logger }): Record<string, unknown> {
+  services(context: ServiceContext): Record<string, unknown> {
     const services: Record<string, unknown> = {};
     const owner = new Map<string, string>();
     for (const module of this.modules) {
-      const service = module.service({ ...context, logger: context.logger ?? silentLogger });
+      const service = module.service(context);
       if (!service) continue;
       for (const [key, value] of Object.entries(service)) {
         const first = owner.get(key);

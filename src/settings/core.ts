@@ -112,7 +112,11 @@ export const processSection = {
       z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
       'pino level',
     ),
-    HERALD_POD: d(z.string().min(1).optional(), 'pod name in logs, events and outbox locks', '`herald-<pid>`'),
+    HERALD_POD: d(
+      z.string().min(1).optional(),
+      'pod name in logs, events and outbox locks',
+      '`herald-<pid>`',
+    ),
   },
 } satisfies EnvSection;
 

@@ -16,7 +16,7 @@ import { ConcurrencyError, IllegalStateError, NotFoundError, ValidationError } f
 import type { ClaimedAggregate } from '../../src/eventstore/aggregate.js';
 import type { SqlClient } from '../../src/ports/database.js';
 import type { StateStore } from '../../src/ports/state-store.js';
-import { defineAggregate, type RegisteredAggregate } from '../../src/registry/module.js';
+import { defineAggregate } from '../../src/registry/module.js';
 import { defineClaimSweeper } from '../../src/scanner/sweeper.js';
 import { defineSettings, describeSetting } from '../../src/settings/fragment.js';
 import { positiveInt } from '../../src/settings/validators.js';
