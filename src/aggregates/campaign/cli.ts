@@ -15,7 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import { listRecipients, loadUpload } from '../../adapters/postgres/sms-queries.js';
 import { json, oneShot, out, parse, servicesOn, UsageError } from '../../cli/one-shot.js';
-import type { ExistingCampaign } from '../../domain/campaign.js';
+import type { CampaignOperation, ExistingCampaign } from '../../domain/campaign.js';
 import { NotFoundError } from '../../errors.js';
 import type { Database } from '../../ports/database.js';
 import type { Role, RoleContext } from '../../registry/role.js';
@@ -40,7 +40,14 @@ const OPTIONS = {
   'dry-run': { type: 'boolean' },
 } as const;
 
-const CONTROLS = ['pause', 'resume', 'cancel', 'reschedule', 'resend'];
+/** The operator commands the CLI offers: names of the campaign's operation catalogue. */
+const CONTROLS: readonly string[] = [
+  'pause',
+  'resume',
+  'cancel',
+  'reschedule',
+  'resend',
+] satisfies CampaignOperation[];
 
 /** The lines `herald campaigns show` prints for a campaign. */
 export function describeCampaign(

@@ -37,7 +37,7 @@ import {
 import { page, view } from '../../api/views.js';
 import { campaignCommandSchema } from '../../domain/campaign/commands.js';
 import { CAMPAIGN_CHANNELS, CAMPAIGN_STATUSES } from '../../domain/campaign/status.js';
-import type { ExistingCampaign } from '../../domain/campaign.js';
+import { CAMPAIGN_OPERATIONS, type ExistingCampaign } from '../../domain/campaign.js';
 import { ValidationError } from '../../errors.js';
 import type { EventMeta } from '../../ports/events.js';
 import type { CampaignService } from './service.js';
@@ -279,6 +279,7 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> 
   );
 
   const { post: command } = commandRoutes(app, commands, {
+    operations: CAMPAIGN_OPERATIONS,
     path: '/campaigns',
     tag: 'campaigns',
     view: campaignView,

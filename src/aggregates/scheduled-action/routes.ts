@@ -31,7 +31,11 @@ import {
 } from '../../api/schemas.js';
 import { page, view } from '../../api/views.js';
 import type { ExistingAction } from '../../domain/scheduled-action.js';
-import { ACTION_STATUSES, scheduledActionCommandSchema } from '../../domain/scheduled-action.js';
+import {
+  ACTION_OPERATIONS,
+  ACTION_STATUSES,
+  scheduledActionCommandSchema,
+} from '../../domain/scheduled-action.js';
 import type { ScheduledActionService } from './service.js';
 import { signalParams } from './service.js';
 import { actionOut, actionView, signalOutcomeView } from './views.js';
@@ -190,6 +194,7 @@ export const actionRoutes: FastifyPluginAsyncZod<RouteDeps<ActionServices>> = as
   );
 
   const { post: command } = commandRoutes(app, commands, {
+    operations: ACTION_OPERATIONS,
     path: '/actions',
     tag: 'scheduled actions',
     view: actionView,

@@ -101,10 +101,13 @@ export type CommandRun<Body, Svc = unknown> = (
  * header, the uuid path parameter, an optional body schema, the resource's view as the 200 response,
  * and the ownership check before the command (another organization's resource is a 404).
  */
-export function commandRoutes<Svc>(
+export function commandRoutes<Svc, Verb extends string = string>(
   app: FastifyInstance,
   commands: RequestCommands<Svc>,
-  resource: CommandResource<Svc>,
+  resource: CommandResource<Svc> & {
+    /** The aggregate's operation catalogue: `post` then takes only its operations' names. */
+    readonly operations?: Readonly<Record<Verb, unknown>>;
+  },
 ) {
   const out = resource.out ?? ((result: unknown) => result);
   const route = <Body>(
@@ -131,12 +134,8 @@ export function commandRoutes<Svc>(
       ),
     });
   /** `POST <resource>/:id/<name>`, the common case. */
-  const post = <Body>(
-    name: string,
-    summary: string,
-    body: z.ZodType | undefined,
-    run: CommandRun<Body, Svc>,
-  ) => route<Body>('POST', `/${name}`, summary, body, run);
+  const post = <Body>(name: Verb, summary: string, body: z.ZodType | undefined, run: CommandRun<Body, Svc>) =>
+    route<Body>('POST', `/${name}`, summary, body, run);
   return { route, post };
 }
 
