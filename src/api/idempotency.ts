@@ -1,17 +1,10 @@
 /**
- * Idempotency-Key, once for every command (ADR 0012, ADR 0020): the key's scope and fingerprint, its
- * reservation, completion and release, and the two refusals. The API's command runner reserves and
- * completes a key in the transaction of the request's commands (invariant 1: the key, the events,
- * the state rows and the outbox rows commit together); a service whose operation spans transactions
- * around an outside call (an SMS campaign's charge) reserves it now and completes it in its last
- * transaction, releasing it when the operation fails (`aroundReservation`). A retry replays the stored
- * result and can never enqueue or charge twice (the IETF draft "The Idempotency-Key HTTP Header
- * Field", Stripe's semantics). What is stored is the caller's: the API stores its response, a service
- * its domain result.
- *
- * The scope is the caller's (the API's: organization, method, route pattern); the fingerprint is the
- * SHA-256 of the canonical JSON (sorted keys) of the request, so the same key with another request is
- * refused (IDEMPOTENCY_KEY_REUSED), never applied to it.
+ * Idempotency-Key, once for every command: scope, fingerprint, reservation, completion, release and the
+ * two refusals. The API reserves and completes a key in the transaction of the request's commands
+ * (invariant 1: key, events, state rows and outbox rows commit together); a service whose operation spans
+ * an outside call reserves now and completes in its last transaction (`aroundReservation`). A retry
+ * replays the stored result and never enqueues or charges twice; the same key with another request is
+ * refused. ADR 0012, ADR 0020.
  */
 import { createHash } from 'node:crypto';
 import {

@@ -1,16 +1,10 @@
 /**
- * The HTTP API server (`herald api`, ADR 0012): Fastify 5 with the zod type provider, so each route's
- * zod schemas (the domain's own field schemas and the views of src/api/views.ts) validate requests,
- * type handlers, serialize responses and make the OpenAPI 3.1 document (`/openapi.json`, a docs page
- * at `/docs`). Routes call the same library services a Node caller uses; nothing in the domain knows
- * about HTTP.
- *
- * Per request: the request id (`x-request-id` when it is a sane token, else a new uuid) is echoed, logged
- * with every line, and becomes the correlation id of the events its commands append. Every `/v1` route
- * authenticates its API key first (before the body is read; or the dashboard's session cookie with its
- * CSRF token on commands, src/api/session.ts) and checks the key's role; the key's
- * organization scopes every read and command (src/api/http.ts). Errors are problem documents from one
- * table (src/api/problem.ts). `/healthz`, `/readyz` and `/metrics` (src/observability/) need no key.
+ * The HTTP API server (`herald api`): Fastify 5 with the zod type provider, so each route's zod schemas
+ * validate requests, type handlers, serialize responses and make the OpenAPI 3.1 document. Routes call
+ * the library services; nothing in the domain knows about HTTP. Every `/v1` route authenticates first (an
+ * API key, or the dashboard's session with its CSRF token on commands), checks the key's role and scopes
+ * reads and commands to its organization; the request id becomes the commands' correlation id; errors are
+ * problem documents. ADR 0012, ADR 0018.
  */
 
 import { randomUUID } from 'node:crypto';

@@ -1,19 +1,11 @@
 /**
  * The dashboard's live updates (GET /v1/stream, Server-Sent Events). One hub per API process holds the
- * process's only subscriptions on its LISTEN connection (the runtime's, src/adapters/postgres/
- * notifications.ts): the change channels every command handler and relay NOTIFY after commit
- * (`channels.changed`, coalesced to one a second per process) and the relay's outbox channel. A
- * notification becomes a topic — each registered slice's (`campaigns`, `actions`, `cron`: the stream
- * types it names in its registration), `outbox`, and `overview` for any of them — and each topic is sent to every client at most once a second (leading edge at once, one
- * trailing event for everything meanwhile) as `event: <topic>` with `data: {"at": …}`: the page
- * refetches, the event carries no data to keep consistent. A comment line every 15 s keeps proxies
- * from closing idle streams.
- *
- * Bounded per client: a client the socket cannot keep up with (write returns false) is sent nothing
- * until it drains, then one event per topic it missed (at most five), so a stalled tab costs a few
- * bytes, never a queue. Nothing is per client but its socket and that set: connecting and disconnecting
- * adds no LISTEN, timer or handler (the heartbeat runs only while a client is connected). Notifications
- * only cut latency (invariant 7): a page also refetches on its own when the stream is down.
+ * process's only LISTEN subscriptions (the change channels and the outbox channel) and maps notifications
+ * to topics (each slice's, `outbox`, `overview`); each topic goes to every client at most once a second
+ * (leading edge, one trailing event) and carries no data: the page refetches. A client whose socket cannot
+ * keep up gets nothing until it drains, then one event per topic it missed, so a stalled tab never builds
+ * a queue; a comment every 15 s keeps proxies open. Notifications only cut latency (invariant 7).
+ * ADR 0018, ADR 0020.
  */
 import type { ServerResponse } from 'node:http';
 import type { Logger } from '../logger.js';

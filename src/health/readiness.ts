@@ -1,24 +1,11 @@
 /**
- * Readiness: may this process take work (and, for the API, traffic)? `checkReadiness(deps)` answers
- * `{ ok, checks: [{ name, ok, detail }] }`, the body of `/readyz` (200 when ok, else 503), for every
- * role's endpoint and for `herald api`. Liveness (`/healthz`) is only "the process answers": restarting
- * a process fixes none of what readiness checks.
- *
- * Checks:
- * - `database`: `select 1` answered within the timeout.
- * - probes the roles register on their runtime (`ReadinessProbes`): a relay's sinks (`broker:amqp`,
- *   `broker:kafka`, from the adapters' connection state), a worker's consumers (`consumers`), and each
- *   role's own `role:<name>`, which fails once the role is stopping (SIGTERM), so traffic drains first.
- * - seed 003's lease-age check (its SchedulerHealthIndicator): after the startup wait, every required
- *   lease — one per registered projection, `projector:<name>`, held by whichever projector replica is
- *   active — must exist and have been renewed within HERALD_READY_MAX_LEASE_AGE_SECONDS; so must any
- *   other lease still held (a running rebuild). A released lease nobody needs (a finished rebuild) is
- *   not a fault. So must the leases registrations declare for a role this process runs (`leases` of a
- *   registration, e.g. the SMS pollers' `sms:dlr-rollup` for `scanner`): any replica of that role may
- *   hold it, every replica's readiness requires someone to. Each projection checkpoint's lag (the age of the oldest entry it has not applied)
- *   must stay within HERALD_READY_MAX_PROJECTION_LAG_SECONDS. Failures name the lease or checkpoint.
- * All ages are the database clock's (invariant 6). The evaluation of the rows is pure
- * (`evaluateLeases`, `evaluateProjections`) and unit-tested; the database part is one indexed read.
+ * Readiness: may this process take work (and, for the API, traffic)? `checkReadiness(deps)` answers the
+ * body of `/readyz`: the database, the probes roles register (sinks, consumers, and `role:<name>`, which
+ * fails once the role is stopping, so traffic drains first), and seed 003's lease-age rule after the
+ * startup wait: every required lease (each projection's, and those registrations declare for a role this
+ * process runs) held and renewed within its threshold, and each projection's lag within bounds. Ages are
+ * the database clock's (invariant 6). Liveness is only "the process answers": a restart fixes nothing
+ * readiness checks. ADR 0013, ADR 0019.
  */
 import {
   type LeaseAgeRow,

@@ -1,16 +1,10 @@
 /**
- * The HTTP endpoint of the long-running roles (scanner, relay, worker, projector, tick, maintenance):
- * `/metrics` (Prometheus text format, the process's `heraldMetrics` registry), `/healthz` (the process
- * answers: 200) and `/readyz` (checkReadiness: 200 or 503 with the checks, naming the failing ones).
- * Fastify 5, like the HTTP API, which mounts the same routes (`healthRoutes`) on its own server.
- *
- * One endpoint per process and address: `runRole` acquires it for each role it starts and releases it
- * when the role has stopped, so `herald all` (or a test running several roles) serves every role from
- * one server on HERALD_METRICS_HOST:HERALD_METRICS_PORT, with every role's readiness probes; the last
- * role to stop closes it (in-flight requests finish; idle keep-alive connections are closed). Port 0
- * takes any free port (tests; the URL is on `runtime.endpoint` and in the log). A port already in use
- * stops the role with a ConfigError naming HERALD_METRICS_PORT. The endpoint reads the database through
- * a pool of its own (two connections), so a role's busy pool never delays a probe or a scrape.
+ * The HTTP endpoint of the long-running roles: `/metrics`, `/healthz` and `/readyz`, on Fastify 5 like the
+ * API, which mounts the same routes. One endpoint per process and address: `runRole` acquires it for each
+ * role and releases it when the role stopped, so roles in one process share one server with every role's
+ * probes, and the last one closes it. A port in use stops the role with a ConfigError naming
+ * HERALD_METRICS_PORT. It reads the database through a pool of its own, so a role's busy pool never delays
+ * a probe or a scrape. ADR 0013.
  */
 import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import { createDatabase } from '../adapters/postgres/database.js';

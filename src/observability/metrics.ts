@@ -1,20 +1,10 @@
 /**
- * Herald's Prometheus metrics: one prom-client Registry per process (`heraldMetrics`), shared by every
- * role the process runs (`herald all` and the tests run several) and by the HTTP API, which adds its
- * request metrics to the same registry and serves it too. No domain or generic module imports
- * prom-client (only this one, and the API for its own series): the relay, the sweepers and the delivery
- * policy record through the small meter objects below, created once per relay, sweeper or consumer, so
- * the hot paths only bump a labelled child.
- *
- * Two kinds of series, both cheap to scrape:
- * - maintained in process: relay outcomes and latencies, sweeper claims and latencies, consumer
- *   outcomes, the age of the oldest batch a relay of this process holds claimed;
- * - read at scrape time from PostgreSQL (src/adapters/postgres/observability-queries.ts: indexed
- *   look-ups only, bounded by a timeout), from the database a role endpoint attached: the outbox
- *   backlog per sink, lease ages, projector lag. When those queries fail (the database is away) the
- *   scrape still answers: `herald_metrics_database_up` is 0 and the database series are absent.
- * Nothing here decides anything (it observes; no invariant rests on it), and label values are bounded:
- * sink kinds, aggregate and sweeper names, queue and consumer names, lease and projection names.
+ * Herald's Prometheus metrics: one prom-client registry per process (`heraldMetrics`), shared by every role
+ * it runs and by the HTTP API. Only this module (and the API, for its own series) imports prom-client: the
+ * relay, the sweepers and the delivery policy record through small meter objects created once, so hot
+ * paths only bump a labelled child. Series are kept in process or read at scrape time by indexed queries
+ * bounded by a timeout; without the database the scrape still answers. Label values are bounded. It only
+ * observes: no invariant rests on it. ADR 0013.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Sink } from '../ports/outbox.js';

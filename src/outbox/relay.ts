@@ -1,34 +1,11 @@
 /**
- * The outbox relay: the only code that publishes (invariant 2). It claims due outbox rows with
- * SKIP LOCKED and a short lease (invariant 7: any number of relays, no coordination), publishes them
- * through the sink of their kind, and marks a row `sent` only after the broker confirmed it
- * (invariant 3). Every publish of a row carries its `message_id` (invariant 4), so a relay that dies
- * between the confirm and the mark costs a duplicate that consumers drop, never a loss.
- *
- * Loop: claim a batch (batchSize rows) → publish → mark sent / schedule retry, pipelined: while earlier
- * batches wait for their confirms and marks, the next ones are claimed and published: up to `inFlight`
- * unconfirmed messages at the broker plus one batch queued behind them, and up to `inFlight` rows
- * being marked. It keeps claiming while batches come back full; then it sleeps until a NOTIFY on
- * `channels.outbox(schema)`, the next row's due time (read from the database clock, invariant 6), or
- * `idlePollMs`, whichever is first.
- *
- * Failures:
- * - `rejected` (nack, unroutable): retry after an exponential, jittered delay; the attempt that reaches
- *   `maxAttempts` makes the row `dead`. Maintenance re-queues dead rows after a cooldown, for a bounded
- *   number of rounds.
- * - `unavailable` (no broker): the row waits with the same backoff but never becomes dead. The relay
- *   also stops claiming and probes with single rows, backing off, until the broker answers again, so
- *   an outage does not churn through the whole backlog.
- * - database loss: logged, retried with backoff, forever; no row is skipped (claims and marks are
- *   guarded by the claim's attempt number, so a late mark after a lost lease changes nothing).
- *
- * Ordered rows (ADR 0007): the claim takes only the head of each key and defers the rows behind it;
- * after heads are marked sent, the relay wakes each key's next head, and maintenance wakes any head a
- * crash left waiting. A failing head holds back only its own key; a dead one parks it.
- *
- * Metrics (src/observability/metrics.ts): published / failed / dead rows per sink, each batch's claim
- * → marked latency, each publish call's confirm latency per sink, and the age of the oldest batch it
- * holds claimed (its rows' lease is `lockSeconds`).
+ * The outbox relay: the only code that publishes (invariant 2). It claims due rows with SKIP LOCKED and a
+ * short lease (invariant 7), publishes them through the sink of their kind, and marks a row `sent` only
+ * after the broker confirmed it (invariant 3); every publish carries the row's `message_id` (invariant 4),
+ * so a relay dying between confirm and mark costs a duplicate, never a loss. Claims, publishes and marks
+ * are pipelined; idle, it sleeps until a NOTIFY or the next due time by the database clock (invariant 6).
+ * Rejected rows retry with backoff until `dead`; a missing broker delays rows without killing them;
+ * ordered rows leave in per-key order. ADR 0004, ADR 0007.
  */
 import { wakeKeyHeads } from '../adapters/postgres/outbox-order-queries.js';
 import {

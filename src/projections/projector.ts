@@ -1,17 +1,10 @@
 /**
- * The asynchronous projector: follows the event log (and publish receipts) for one projection and
- * applies it batch by batch. Invariants it keeps:
- *
- * - Never skips, never applies twice. Reads are gap-safe (`tx < pg_snapshot_xmin(pg_current_snapshot())`
- *   in (tx, position) order, event-queries.ts / receipt-queries.ts), and each batch is ONE transaction:
- *   lock the checkpoint row, read after it, apply, advance the checkpoint guarded by the value it was
- *   read with. A crash before commit leaves nothing; a restart resumes at the checkpoint.
- * - Several replicas are safe. One is active per projection through a lease on the database clock
- *   (lease-queries.ts, invariant 6); each batch re-checks the lease's owner and term inside its
- *   transaction (a fencing check), and the checkpoint lock serializes batches anyway (invariant 7:
- *   the lease only saves duplicate work).
- * - Rebuilds never disturb the live table: `rebuildProjection` fills shadow tables under their own
- *   checkpoints, then swaps them in while holding the live checkpoints' locks.
+ * The asynchronous projector: follows the event log (and publish receipts) for one projection and applies
+ * it batch by batch, never skipping and never applying twice: reads are gap-safe (below
+ * `pg_snapshot_xmin`, in (tx, position) order), and each batch is one transaction that locks the
+ * checkpoint, applies and advances it guarded by the value it read. One replica is active through a lease
+ * on the database clock (invariant 6), re-checked in each batch; the checkpoint lock makes several
+ * replicas safe anyway (invariant 7). Rebuilds fill shadow tables and swap them in. ADR 0008.
  */
 import { randomUUID } from 'node:crypto';
 import { readLogAfter } from '../adapters/postgres/event-queries.js';

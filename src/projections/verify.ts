@@ -1,18 +1,10 @@
 /**
- * `herald verify`: checks invariant 8 for every stream of every registered stream type with a state
- * model — folding the stream's events through the pure `evolve` gives exactly its state row — and
- * that every stream type in the log is claimed by a registration (an aggregate or one of its side
- * streams): a stream type nobody registered is reported, so a forgotten registration fails loudly. Streaming in
- * bounded memory: one server-side cursor over the events in (stream id, version) order, folded one
- * stream at a time; finished streams are compared with their rows every `compareEvery` streams (one
- * look-up by id), then dropped. Everything runs in one repeatable-read, read-only snapshot, so a live
- * system (events and rows committed together, invariant 1) verifies green while it works; the
- * snapshot takes no transaction id, so it does not hold back log followers.
- *
- * Each drift names the stream, the field, both values, and the first event after which they differ:
- * the event right after the last point in the stream's history where the folded value equalled the
- * stored one (so a row stuck at an old status names the first event it missed). Finding it re-reads
- * that one stream; a green run never does.
+ * `herald verify`: checks invariant 8 for every stream of every registered stream type with a state model
+ * (folding its events through `evolve` gives exactly its row), and reports stream types in the log that no
+ * registration claims. One server-side cursor in (stream id, version) order, folded a stream at a time and
+ * compared in chunks, keeps memory bounded; one read-only repeatable-read snapshot keeps a live system green
+ * (invariant 1) and holds back no log follower. Each drift names the stream, the field, both values and
+ * the first event after which they differ. ADR 0008, ADR 0009.
  */
 import { SNAPSHOT_READ_ONLY } from '../adapters/postgres/cursor-queries.js';
 import { distinctStreamTypes, readStream, scanStreams } from '../adapters/postgres/event-queries.js';

@@ -1,15 +1,10 @@
 /**
- * The registry: one list of registered slices that every surface iterates (ADR 0009, ADR 0020) —
- * the configuration (their settings fragments), the scanner (sweepers), the worker (consumers, and the
- * sweeps of in-process shapes), the relay and consumers (queues and topics), the projector
- * (projections), replay, verify, the sandbox and export (state models), maintenance (side-stream
- * retention and the slices' upkeep), readiness (their leases), the API (services, routes, live-stream
- * topics), the CLI (verbs and roles) and the demo. Generic machinery receives a registry (or the
- * narrow view of it it defines) and never imports a slice; Herald's own is src/aggregates/registry.ts.
- *
- * A registration claims its stream types: its aggregates' own and its side streams (streams without
- * a state table, such as destination discards). `herald verify` fails on any stream type in the log
- * that no registration claims, so a forgotten registration cannot pass unnoticed (invariant 8).
+ * The registry: one list of registered slices that every surface iterates — configuration, scanner,
+ * worker, relay and consumer topology, projector, replay, verify, sandbox, export, maintenance, readiness,
+ * the API, the CLI and the demo. Generic machinery receives a registry (or the narrow view of it it
+ * defines) and never imports a slice; Herald's own is src/aggregates/registry.ts. A registration claims
+ * its stream types, its aggregates' and its side streams', and `herald verify` fails on any stream type in
+ * the log that no registration claims (invariant 8). ADR 0009, ADR 0020.
  */
 import type { ApiModule, ApiRegistry, ServiceContext } from '../api/module.js';
 import { ValidationError } from '../errors.js';

@@ -1,19 +1,10 @@
 /**
- * The `herald relay` role: runs the relay on the role's runtime (its pool and LISTEN connection) and
- * the configured sinks until the signal fires (the CLI wires SIGTERM/SIGINT to it). On abort it stops
- * claiming, lets in-flight publishes confirm and get marked, releases anything claimed but
- * unpublished, closes its sinks and resolves: a clean exit (invariant 2: a stopped relay leaves every
- * row either sent or pending, never lost).
- *
- * The registry's queues are declared (durable, of the configured type) before the first claim; a
- * destination that does not exist is unroutable and would burn the rows' attempts.
- *
- * Sinks: RabbitMQ when AMQP_URL is set, Kafka when KAFKA_BROKERS is set (at least one is required);
- * the relay claims only rows whose sink it has. Kafka topics are created on first use when
- * HERALD_KAFKA_CREATE_TOPICS is true, otherwise a missing topic is unroutable like a missing queue.
- *
- * Readiness (ADR 0013): `broker:amqp` / `broker:kafka` from each sink's connection state; a probe that
- * finds a lost connection asks the sink to reconnect, so an idle relay notices the broker's return.
+ * The `herald relay` role: runs the relay with the configured sinks (RabbitMQ with AMQP_URL, Kafka with
+ * KAFKA_BROKERS) until its signal fires. The registry's queues are declared before the first claim, since
+ * a missing destination is unroutable and would burn the rows' attempts. On abort it stops claiming, lets
+ * in-flight publishes confirm and get marked, releases what it claimed but did not publish and closes its
+ * sinks (invariant 2: every row is left sent or pending, never lost). Readiness reports each sink's
+ * connection state. ADR 0004, ADR 0007, ADR 0013.
  */
 import { AmqpConnection, declareQueues } from '../adapters/amqp/amqp-connection.js';
 import { AmqpSink } from '../adapters/amqp/amqp-sink.js';

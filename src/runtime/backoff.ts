@@ -1,19 +1,11 @@
 /**
  * The one backoff function: every retry in Herald waits `retryDelayMs(attempt, settings)` — outbox rows
- * whose publish failed (invariant 2: the pending row with a growing `next_attempt_at` IS the retry),
- * service loops after a failed round (database down), reconnects to brokers and to LISTEN, copies a
- * consumer could not write. Pure: the random source is injected, so tests pin it.
- *
- * The exponential ceiling for attempt n (1-based: the attempt that just failed) is
- * `min(maxMs, baseMs * 2^(n-1))`. Jitter spreads the retries of a batch that failed together (a broker
- * outage fails thousands of rows in the same second) so they do not return as one thundering herd:
- *
- * - `full` (AWS "full jitter"): uniform in [0, ceiling]. Best spread; single retries may come early.
- * - `equal`: uniform in [ceiling/2, ceiling]. Consecutive ranges do not overlap, so a row's delay
- *   never shrinks from one attempt to the next (until the cap): the default for the relay.
- * - `decorrelated` (AWS "decorrelated jitter"): uniform in [baseMs, 3 × previous delay], capped.
- *   Needs the previous delay; the outbox stores only the attempt count, so when none is given the
- *   previous attempt's ceiling stands in for it.
+ * whose publish failed (invariant 2: the pending row with a later `next_attempt_at` is the retry), service
+ * loops after a failed round, reconnects, consumer copies. Pure: the random source is injected. The ceiling
+ * for attempt n is `min(maxMs, baseMs * 2^(n-1))`; jitter spreads a batch that failed together: `full` in
+ * [0, ceiling], `equal` in [ceiling/2, ceiling] (a row's delay never shrinks: the relay's default),
+ * `decorrelated` in [baseMs, 3 × previous delay], the previous ceiling standing in when none is given.
+ * ADR 0004, ADR 0009.
  */
 export type JitterMode = 'full' | 'equal' | 'decorrelated';
 

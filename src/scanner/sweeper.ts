@@ -1,29 +1,11 @@
 /**
- * Generic sweepers: an aggregate says which rows are due and which command each gets; locking, the
- * batch command, after-commit wake-ups, counting, "more" and logging are shared here.
- *
- * - A claim sweep (`defineClaimSweeper`) locks due streams with FOR UPDATE SKIP LOCKED (any number of
- *   scanners: invariant 7) and runs one command per stream in ONE transaction (invariant 1): events,
- *   state rows and outbox rows in three batch statements. After commit it wakes the relays (the claim's
- *   messages) and the scanners (states the command left due soon).
- * - Stale recovery (`defineStaleRecovery`) takes back claims whose holder is presumed dead, with a new
- *   epoch (invariant 5). A claim is presumed dead only when its liveness time (claim or last
- *   heartbeat) is older than the stale window AND none of its messages is still in flight: a message
- *   pending in the outbox is the relay's to publish, and a published message that no consumer has
- *   settled yet (no inbox record) is in the broker's hands — at-least-once delivery gives it to a
- *   consumer, and a crashed consumer's delivery is redelivered. Reclaiming either would only add a
- *   duplicate message behind a backlog (the metastable collapse this rule prevents). What makes a claim
- *   recoverable: its message is dead or skipped in the outbox, was settled by a consumer without
- *   completing the claim (processed, discarded, rejected or dead-lettered), or was published longer
- *   ago than the lost-message horizon with no consumer settling it. Reclaims are bounded per pass.
- * - `sweepInOrder` runs an aggregate's sweeps one after another as one sweeper; a reclaim asks for
- *   another sweep, so what recovery put back is claimed again in the same pass.
- *
- * Metrics, for every aggregate alike (src/observability/metrics.ts, labels aggregate and sweeper):
- * streams swept by outcome, the latency of each sweep transaction that found work, and for claim
- * sweeps each claimed stream's due → claimed latency — the transaction's database time minus the due
- * time its locked row said (the descriptor's `dueAt` of the state before the command; a stream with no
- * due time, or one not yet due, is not measured).
+ * Generic sweepers: an aggregate says which rows are due and which command each gets; locking, the batch
+ * command, after-commit wake-ups, counting and logging are shared. A claim sweep locks due streams with
+ * FOR UPDATE SKIP LOCKED (invariant 7) and runs one command per stream in ONE transaction (invariant 1).
+ * Stale recovery takes back, with a new epoch (invariant 5), only claims whose liveness time is older than
+ * the stale window and none of whose messages is still in flight, so a backlog never turns into
+ * duplicates; reclaims are bounded per pass. `sweepInOrder` runs an aggregate's sweeps as one sweeper.
+ * Metrics per aggregate and sweeper include each claim's due → claimed latency. ADR 0009, ADR 0013.
  */
 import type { Span } from '@opentelemetry/api';
 import { messagesInFlight } from '../adapters/postgres/claim-liveness-queries.js';

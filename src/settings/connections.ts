@@ -1,16 +1,10 @@
 /**
- * Secure connections (docs/decisions/0015-secure-connections.md): TLS and authentication settings for
- * PostgreSQL, RabbitMQ, Kafka and Redis, and secrets read from files. Part of `loadConfig`
- * (src/config.ts): `readSecretFiles` runs before validation (`X_FILE` names a file whose content is the
- * secret X), `connectionSettings` after it. Two rules hold: no secret has to be in the environment, and
- * every secret value is known (`secrets`), so the logger can scrub it from every line (src/logger.ts).
- *
- * PostgreSQL and RabbitMQ carry their TLS settings in their URLs, in the parameters their own URL
- * formats define (libpq's sslmode, sslrootcert, sslcert, sslkey; RabbitMQ's URI query parameters
- * cacertfile, certfile, keyfile): the HERALD_* variables are written into those parameters, replacing
- * any the URL had (the variables win), so every pool, LISTEN connection and migration built from the
- * one URL connects the same way. Redis and Kafka get settings objects (their clients take no TLS
- * files from a URL). Only paths are kept here; the adapters read the files when they connect.
+ * Secure connections: TLS and authentication settings for PostgreSQL, RabbitMQ, Kafka and Redis, and
+ * secrets read from files, as part of `loadConfig` (`readSecretFiles` before validation: `X_FILE` names
+ * the file holding secret X; `connectionSettings` after it). No secret has to be in the environment, and
+ * every secret value is known (`secrets`), so the logger can scrub it. PostgreSQL and RabbitMQ TLS settings
+ * are written into their URLs' own parameters (the variables win), so every connection built from one URL
+ * connects the same way; Redis and Kafka get settings objects. Only paths are kept here. ADR 0015.
  */
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { z } from 'zod';

@@ -1,38 +1,11 @@
 /**
  * The consumer toolkit's one delivery policy, over any ConsumerTransport (RabbitMQ or Kafka). It turns
- * at-least-once delivery into an exactly-once *effect* (invariant 4) and keeps the toolkit out of
- * business publishing (invariant 2): it only ever writes retry and dead-letter copies of the message
- * it received; business effects (events + outbox rows) go through the handler's transaction.
- *
- * Per delivery:
- * 1. No message id → poison: a copy goes to the dead-letter destination, the inbox records `dead`
- *    under `missing-id:<sha256 of the body>`, the delivery is settled.
- * 2. The body is parsed as JSON, then by `parse` (e.g. a zod parse). A throw is permanent.
- * 3. In ONE transaction: claim the inbox row `(consumer, messageId)`; if it already exists the message
- *    is a duplicate (commit, settle, count; the handler is not called). Otherwise the handler runs with
- *    the same `tx`, so its effects and the inbox row commit together. `{ discard: reason }` commits too,
- *    with status `discarded` (a quiet, permanent "not for me any more", e.g. a stale epoch at the
- *    destination re-check, invariant 5). Only after the commit is the delivery settled, and the
- *    handler's after-commit callbacks run (wake-ups).
- * 4. PermanentError (or a parse failure): rolled back, `rejected` recorded with the error in a separate
- *    statement (never over a processed/discarded row), settled, never delivered again. DeadLetterError
- *    (a PermanentError an operator may want to re-drive): rolled back and dead-lettered at once.
- * 5. Any other throw (TransientError, database loss, bugs): rolled back; below `maxAttempts` a copy
- *    with the next attempt number goes to the retry destination (which hands it back after the retry
- *    delay); at `maxAttempts` the copy goes to the dead-letter destination with the error, the time,
- *    the consumer and the source, and the inbox records `dead`. The original is settled only after the
- *    broker confirmed the copy. Nothing is ever requeued in a hot loop.
- * 6. A copy that cannot be written (broker trouble) leaves the delivery unsettled: the broker delivers
- *    it again later (after the transport's backoff), and the inbox de-duplicates what had committed.
- *
- * One handler call is one attempt: the transaction is not retried in-process on serialization failures
- * or deadlocks (those go through the retry destination like any transient error), so a handler that
- * also talks to the outside world is called exactly once per attempt. `stop()` stops receiving, lets
- * in-flight handlers finish and settle (within `timeoutMs`), then closes the transport.
- *
- * Every outcome is counted here, once for both transports: the stats below and the process's metrics
- * (`herald_consumer_messages_total{queue, consumer, outcome}`: processed, duplicate, discarded,
- * rejected, retried, dead).
+ * at-least-once delivery into an exactly-once effect (invariant 4): the inbox row `(consumer, messageId)`
+ * is claimed in the handler's transaction, so effects and inbox row commit together and a duplicate never
+ * reaches the handler. It writes only retry and dead-letter copies of the message it received
+ * (invariant 2): a permanent error is recorded and settled, any other retried through the retry
+ * destination up to `maxAttempts`, then dead-lettered; a delivery is settled only after the commit or the
+ * copy's confirm. One handler call is one attempt. Every outcome is counted here. ADR 0005, ADR 0009.
  */
 import { createHash } from 'node:crypto';
 import {

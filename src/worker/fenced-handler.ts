@@ -1,28 +1,11 @@
 /**
- * The fenced handler: the destination re-check of invariant 5, once for every consumer that acts on
- * a claim (the LINE delivery worker; action and job-run executors). A message carries the claim's
- * stream and epoch; before acting, the handler loads the stream and accepts the work only while it
- * is still in the claimed state *with that epoch*, as the aggregate's descriptor declares its claim
- * (`claim`: live statuses, epoch, discard stream). Otherwise the message is a quiet, permanent
- * discard: an event on a side stream keyed by the message id records why (the aggregate itself is
- * not touched), and the inbox records `discarded`. The refusal reasons and the discard record are
- * derived here from the declaration, so every claimed aggregate is fenced the same way.
- *
- * Accepted work runs inside the inbox transaction (invariant 4: its effects commit with the inbox row,
- * once), while a heartbeat refreshes the claim in transactions of its own so stale recovery leaves a
- * long effect alone. The outcome is a command on the aggregate in the same transaction: `complete`
- * (given what the effect returned), or `fail` when the effect throws PermanentError; any other throw
- * is `retry` when the definition has it (the aggregate schedules its own retry or gives up: the
- * effect is rolled back to a savepoint first), otherwise it rolls everything back and the toolkit
- * delivers the message again later (its retry queue). The completion takes the stream's row lock first (the lock order
- * every writer uses); if the claim was revoked while the effect ran (a reclaim, a pause), the effect is
- * rolled back to a savepoint and the message discarded, so a fenced-off holder never leaves an effect.
- *
- * An effect with a set-based form (`effectMany`, e.g. rows written in the inbox transaction) also gets
- * a batch form: several messages in one transaction, their streams loaded and locked in one statement
- * (no heartbeat is needed while the rows are locked: stale recovery skips locked rows), the refusals
- * recorded together, the effects done together and the completions appended and saved together — the
- * same outcomes, with the round trips paid once per batch.
+ * The fenced handler: invariant 5's destination re-check, once for every consumer that acts on a claim. It
+ * loads the message's stream and accepts the work only in the claimed state with the message's epoch, as
+ * the descriptor declares its claim; otherwise it records a quiet discard on a side stream keyed by the
+ * message id. Accepted work runs in the inbox transaction (invariant 4) under a heartbeat, its outcome a
+ * command in the same transaction; a claim revoked meanwhile rolls the effect back to a savepoint and
+ * discards the message. The batch form (`effectMany`) takes several messages in one transaction with their
+ * rows locked, so it needs no heartbeat: stale recovery skips locked rows. ADR 0009, ADR 0020.
  */
 
 import { appendEvents } from '../adapters/postgres/event-queries.js';

@@ -1,25 +1,11 @@
 /**
- * The RabbitMQ side of the consumer toolkit (src/worker/consume.ts holds the policy): declares a
- * consumer's topology, receives deliveries with manual acknowledgement under a prefetch bound,
- * publishes confirmed copies to the retry and dead-letter queues, and reconnects with backoff.
- *
- * Topology, declared idempotently on every (re)connect:
- * - `<queue>`: durable, arguments exactly `queueOptions(type)`, the same as the relay's declaration
- *   (a different argument set would fail with PRECONDITION_FAILED).
- * - `<queue>.retry.<delay>ms`: durable, `x-message-ttl` = retry delay, dead-lettering to the default exchange
- *   with routing key `<queue>`, so an expired copy flows back to the main queue. RabbitMQ ≥ 3.10
- *   supports message TTL on quorum queues, so it has the main queue's type. Quorum retry queues also
- *   use `x-dead-letter-strategy: at-least-once` (which requires `x-overflow: reject-publish`): the
- *   broker keeps the copy until the main queue confirmed it, so a node failure mid-transfer cannot
- *   lose it. Queue arguments are fixed at declaration, hence the delay in the name (a new delay is a
- *   new retry queue); any other mismatch surfaces as a ConfigError, not as an endless reconnect loop.
- * - `<queue>.dead`: durable, same type; nothing consumes it automatically.
- *
- * Copies are published persistent and `mandatory` on the consuming confirm channel and count as
- * sent only after the broker's confirm (invariant 3 applied to the consumer's own copies); an
- * unroutable copy (basic.return) or a nack is a failure. A delivery is acknowledged only on the
- * channel it arrived on: after a reconnect the broker redelivers it and the inbox de-duplicates it
- * (invariant 4). Driver errors become BrokerUnavailableError / PublishRejectedError / ConfigError.
+ * The RabbitMQ side of the consumer toolkit (src/worker/delivery-policy.ts holds the rules): declares a
+ * consumer's queues on every (re)connect, receives with manual acknowledgement under a prefetch bound,
+ * publishes confirmed copies to the retry and dead-letter queues (invariant 3 for its own copies), and
+ * reconnects with backoff. The retry queue carries its delay in its name (`<queue>.retry.<delay>ms`):
+ * queue arguments are fixed at declaration, so a new delay is a new queue. A delivery is acknowledged only
+ * on the channel it arrived on; after a reconnect the broker redelivers it and the inbox de-duplicates it
+ * (invariant 4). ADR 0005.
  */
 import type { ConsumeMessage, Options } from 'amqplib';
 import { BrokerUnavailableError, ConfigError, PublishRejectedError } from '../../errors.js';

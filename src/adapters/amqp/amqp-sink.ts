@@ -1,33 +1,10 @@
 /**
- * RabbitMQ implementation of the relay's sink port (invariant 3: confirmed before sent). One
- * connection and one ConfirmChannel; every message is `persistent` and `mandatory`, and a result is
- * `ok` only when the broker acked it AND did not return it first.
- *
- * Destinations:
- * - `routingKey === null`: `destination` is a queue name, published through the default exchange ''
- *   with the queue name as routing key. A queue that does not exist makes the message unroutable.
- * - otherwise `destination` is an exchange and `routingKey` its routing key. The exchange is checked
- *   (passively, on a throwaway channel, cached for a minute) before publishing, because publishing to a
- *   missing exchange makes the broker close the whole channel and fail every message in flight.
- *
- * Outcomes:
- * - ack without a prior basic.return → ok. RabbitMQ sends basic.return before the ack of an unroutable
- *   mandatory message, so returns are recorded by messageId and checked when the confirm arrives:
- *   returned → `rejected` ("unroutable: …").
- * - nack → `rejected`.
- * - the channel or connection closes before the confirm, no broker at all, or no confirm within
- *   `confirmTimeoutMs` → `unavailable` (the broker never judged the message; the relay keeps the row
- *   pending with backoff). A channel closed by the broker with a soft error (e.g. 406, message too
- *   large) → `rejected`, so a message that kills the channel cannot loop forever.
- * The next publish after a loss re-opens the channel (and the connection) lazily; connecting is bounded
- * by `connectTimeoutMs`, so `publish` against a dead broker returns failures quickly instead of hanging.
- *
- * At most `inFlight` messages are unconfirmed at a time, and a full socket buffer (`publish` returning
- * false) waits for 'drain'. Concurrent `publish` calls write in call order, so messages leave in the
- * order the relay claimed them.
- *
- * Priority: Herald's 0 (first) … 9 maps to AMQP priority 9 - p (AMQP: higher is more urgent; quorum
- * queues on RabbitMQ ≥ 4 treat > 4 as high, so Herald's reporting traffic at 5 stays "normal").
+ * RabbitMQ implementation of the relay's sink port (invariant 3: confirmed before sent): one connection and
+ * one ConfirmChannel, opened lazily and again after a loss; every message is `persistent` and `mandatory`,
+ * and `ok` only when the broker acked it and did not return it first. A nack, an unroutable message or a
+ * channel closed by a soft error is `rejected`; no broker, a lost channel or no confirm in time is
+ * `unavailable`. At most `inFlight` messages are unconfirmed, a full socket buffer waits for 'drain', and
+ * concurrent calls write in call order, so messages leave in claim order. ADR 0004.
  */
 import type { Channel, ConfirmChannel, Options } from 'amqplib';
 import { errorMessage } from '../../errors.js';

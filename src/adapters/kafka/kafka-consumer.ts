@@ -1,18 +1,10 @@
 /**
- * Kafka mechanics of the consumer toolkit (src/worker/consume-kafka.ts holds the per-message rules):
- * one kafkajs consumer in a consumer group per topic, deliveries handed over one partition at a time in
- * offset order, and offsets committed only for messages whose handling finished (invariant 4: the
- * offset moves after the handler's transaction committed, so a crash redelivers and the inbox
- * de-duplicates).
- *
- * A delivery is done when `onDelivery` resolves: only then is its offset resolved (kafkajs commits
- * resolved offsets on its auto-commit schedule and at the end of each batch). `onDelivery` throws only
- * to leave a message unresolved (the consumer is stopping while the message waits); kafkajs then
- * re-fetches it from the last resolved offset, here or on the member that takes the partition over.
- *
- * `notBefore` delays a delivery until a time (the retry topic: a copy is due `retryDelayMs` after it was
- * written). The wait blocks only its partition; it heartbeats, and gives up when the consumer stops.
- * kafkajs reconnects and re-joins by itself after a broker outage (its consumer restarts on crash).
+ * Kafka mechanics of the consumer toolkit (src/worker/consume-kafka.ts holds the per-message rules): one
+ * kafkajs consumer group per topic, each partition handed over in offset order, and an offset resolved only
+ * once `onDelivery` resolved, after the handler's transaction committed (invariant 4: a crash redelivers and
+ * the inbox de-duplicates). `onDelivery` throws only to leave a message unresolved while stopping; kafkajs
+ * then re-fetches it from the last resolved offset. `notBefore` (the retry topic's delay) blocks only its
+ * partition and keeps heartbeating. kafkajs reconnects and re-joins by itself. ADR 0007.
  */
 import type { Consumer, IHeaders, KafkaMessage } from 'kafkajs';
 import { BrokerUnavailableError } from '../../errors.js';

@@ -1,34 +1,11 @@
 /**
- * Kafka implementation of the relay's sink port (invariant 3: confirmed before sent). A message is
- * `ok` only once the broker acknowledged it with acks = -1 (all in-sync replicas) from kafkajs'
- * idempotent producer. Destination = topic; key = the row's partition key (the stream id unless the
- * writer chose another), so every row of a key lands in one partition, in publish order; headers =
- * the row's headers (event type, stream, correlation id, …) plus `x-herald-message-id` (invariant 4)
- * and `content-type`; timestamp = the row's created_at, the same on every re-publish. Each confirmed
- * message's broker reference is `<partition>/<offset>` (the outbox row's and the receipt's
- * `broker_ref`): the partitioner records where each message goes, and the broker's response gives
- * every partition's base offset, from which the messages follow in send order.
- *
- * One `sendBatch` per publish call (per `maxBatchMessages` chunk), all topics together. Calls are
- * serialized: kafkajs' idempotent producer assigns sequence numbers per partition when it builds a
- * request, and concurrent sends on one producer are a known way to lose messages silently
- * (kafkajs#1005). Only one request is in flight anyway (the producer's broker lock, maxInFlightRequests 1).
- *
- * Failures (classifyKafkaError):
- * - `unavailable` (no broker, timeouts, lost producer state): every message of the call fails as
- *   `unavailable`; the relay keeps the rows pending with backoff.
- * - `rejected` (e.g. MESSAGE_TOO_LARGE): Kafka refuses a whole per-partition record batch, so one bad
- *   message (or a record batch over the topic's max.message.bytes) fails its neighbours too. The call is
- *   bisected: halves are re-sent until each failing message stands alone and is `rejected`; the rest
- *   go out. Messages of a partition that the broker had already written may be written again: a
- *   duplicate with the same message id, which consumers drop (at-least-once, like a relay crash).
- * - A topic that does not exist (and is not created, see KafkaTopicAdmin) → `rejected` as unroutable.
- *
- * After ANY failed send the producer is discarded and the next send starts a new idempotent session
- * (new producer id). kafkajs rolls back its sequence numbers for every partition of a failed request,
- * including partitions the broker did write; reusing them could make the broker treat new messages as
- * duplicates of old ones and acknowledge them without writing them. A new producer id has no history.
- * kafkajs' own retries are bounded (a call must come back so the relay can back off and probe).
+ * Kafka implementation of the relay's sink port (invariant 3: confirmed before sent): a message is `ok` only
+ * once kafkajs' idempotent producer got acks = -1. Key = the row's partition key, so a key keeps one
+ * partition; `x-herald-message-id` carries the message identity (invariant 4). A confirmed message's broker
+ * reference is `<partition>/<offset>`: the partitioner records each message's partition, and the response's
+ * base offset per partition gives the offsets in send order. Sends are serialized, a refused batch is
+ * bisected until the refused messages stand alone, and after any failed send the producer is replaced by a
+ * new idempotent session. ADR 0007.
  */
 import {
   CompressionTypes,

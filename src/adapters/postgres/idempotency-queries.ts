@@ -1,15 +1,9 @@
 /**
- * Idempotency-Key queries (the HTTP API, ADR 0012), run inside the transaction of the command the key
- * guards (invariant 1: the key's row commits with the command's events and outbox rows, or neither
- * does, so a retry can never enqueue twice).
- *
- * RESERVE takes a transaction-scoped advisory lock on (scope, key) without waiting: a request whose key
- * another transaction holds right now is in flight (the API answers 409 with Retry-After) instead of
- * queueing behind it. Holding the lock, it inserts the key's row; a row already there and not expired
- * wins (the caller replays it, or refuses a different request), an expired one is taken over. While the
- * lock is held no other transaction can have an uncommitted row for the key, so the insert never waits.
- * The primary key (scope, key) makes a second row impossible even without the lock. Expiry is judged
- * on the database clock (invariant 6); the maintenance service deletes expired rows.
+ * Idempotency-Key queries of the HTTP API, run inside the transaction of the command the key guards
+ * (invariant 1: the key's row commits with the command's events and outbox rows, or neither does, so a
+ * retry can never enqueue twice). RESERVE takes a transaction-scoped advisory lock on (scope, key) without
+ * waiting (a key held elsewhere is in flight: 409), then inserts the row; an unexpired row wins, an expired
+ * one is taken over, judged on the database clock (invariant 6). ADR 0012.
  */
 import type { SqlClient } from '../../ports/database.js';
 

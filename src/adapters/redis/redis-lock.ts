@@ -1,15 +1,9 @@
 /**
- * A thin ioredis adapter for one-shot keys: `setOnce(key, ttl)` is `SET key 1 NX EX ttl`. The tick
- * role uses it so that, of N replicas, one publishes each minute's tick. It only cuts load
- * (invariant 7): Redis may be down, slow or wrong and nothing is lost or duplicated, because the
- * caller treats 'unavailable' as "go ahead" and the database (a unique event version) decides.
- *
- * So the adapter must never stall a caller: no offline queue (a command sent while disconnected is
- * refused at once instead of piling up), a bounded connect and command timeout, reconnection in the
- * background, and driver errors mapped to 'unavailable' (and logged) instead of thrown.
- *
- * ACL credentials and TLS come from config.redis (ADR 0015): a rediss:// URL is verified against the
- * CA file (the system's CAs without one) and the URL's host name, with an optional client certificate.
+ * A thin ioredis adapter for one-shot keys: `setOnce(key, ttl)` is `SET key 1 NX EX ttl`, which the tick
+ * role uses so that one of N replicas writes each minute's tick. It only cuts load (invariant 7): the
+ * caller treats 'unavailable' as "go ahead" and the database decides. So it never stalls a caller: no
+ * offline queue, bounded connect and command timeouts, reconnection in the background, driver errors
+ * mapped to 'unavailable'. ACL credentials and TLS come from config.redis. ADR 0006, ADR 0015.
  */
 import { createConnection, type Socket } from 'node:net';
 import { connect as connectTls, type TLSSocket } from 'node:tls';

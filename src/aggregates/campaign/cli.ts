@@ -1,16 +1,9 @@
 /**
- * `herald campaigns …` and `herald sms-simulator`: a campaign from the command line, with an SMS
- * campaign's counters (kept on the campaign in the same transactions as its recipient rows, never
- * counted on read), its charge and its CSV build; and the operator-network test double.
- *
- *   herald campaigns show <id> [--json]          (SMS: counters, money, withdrawal, the money check)
- *   herald campaigns recipients <id> [--after <recipient id>] [--limit <n>] [--json]
- *   herald campaigns pause|resume|cancel <id> [--reason <text>]
- *   herald campaigns reschedule <id> <time> [--reason <text>]   (SMS: a Dhaka-local time as at creation)
- *   herald campaigns resend <id> [--dry-run] [--reason <text>]   (SMS: the failed recipients, charged once)
- *   herald billing credit <organization> <amount> --key <key>   (the default ledger: a top-up, once per key)
- *   herald billing balance <organization>
- *   herald sms-simulator
+ * `herald campaigns …`, `herald billing …` and `herald sms-simulator`: a campaign from the command line
+ * (show, recipients, pause, resume, cancel, reschedule, resend with --dry-run), with an SMS campaign's
+ * counters (kept on the campaign in the transactions that change its recipient rows, never counted on
+ * read), its money and money check and its CSV build; credits and balances of the default ledger (a credit
+ * is applied once per --key); and the operator-network test double. ADR 0014, ADR 0019.
  */
 import { randomUUID } from 'node:crypto';
 import { listRecipients, loadUpload } from '../../adapters/postgres/sms-queries.js';

@@ -1,15 +1,9 @@
 /**
  * The first asynchronous projection, `dispatch_stats`: campaign dispatch per UTC hour, organization and
- * destination — claimed (CampaignClaimed), delivered (CampaignCompleted), failed (CampaignFailed),
- * discarded (LineDeliveryDiscarded on stream 'line_delivery') from events, and published / dead from
- * publish receipts (the relay writes one per final outcome, in the statement that marks the outbox row:
- * docs/decisions/0008-projections-replay-verify.md). It must always equal DIRECT_DISPATCH_STATS, the
- * same numbers counted straight from the log, which holds because the projector applies each event
- * and receipt exactly once.
- *
- * Campaign events do not repeat the organization and channel: they are read from the campaign row,
- * whose `organization_id`, `channel` and `cast_type` are set by CampaignCreated and never change, so
- * the answer does not depend on when the projector runs (a rebuild gets the same keys).
+ * destination, from campaign events and publish receipts. It must always equal DIRECT_DISPATCH_STATS, the
+ * same numbers counted straight from the log, which holds because the projector applies each event and
+ * receipt exactly once. Organization and channel are read from the campaign row, which CampaignCreated
+ * sets and nothing changes, so a rebuild gets the same keys. ADR 0008.
  */
 import { type CampaignDispatchKey, campaignDispatchKeys } from '../../adapters/postgres/campaign-queries.js';
 import {

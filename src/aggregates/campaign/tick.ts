@@ -1,19 +1,9 @@
 /**
- * The tick role (seed 000's cron-scheduler profile): once a minute, one message to `process_campaign`
- * that wakes the campaign scanners. Ticks only cut latency; the scanners' row claims are what keep
- * dispatch correct (invariant 7).
- *
- * Each replica wakes on the minute boundary by the DATABASE clock (invariant 6: it reads `now()`
- * and sleeps until the next whole minute) and tries `SET CAMPAIGN_SCHEDULE_TICK:<yyyy-MM-ddTHH:mm>
- * 1 NX EX 55`. The winner writes the tick; the others skip. A tick is never sent to the broker here
- * (invariant 2): it is a `CampaignTickEmitted` event at version 1 of the stream
- * `campaign_tick/<minute>` plus one outbox row, in one transaction (invariant 1), and the relay
- * publishes it.
- *
- * Redis is an optimization, the event stream is the guarantee: when Redis is down (or unset) every
- * replica writes, the unique (stream_type, stream_id, version) constraint lets exactly one commit,
- * and the rest get ConcurrencyError, reported as 'duplicate'. Exactly one tick per minute reaches the
- * outbox either way; Redis only saves the losing replicas a database round trip.
+ * The tick role (seed 000's cron-scheduler profile): once a minute by the database clock (invariant 6),
+ * one message to `process_campaign` that wakes the campaign scanners. A tick is a `CampaignTickEmitted`
+ * event at version 1 of `campaign_tick/<minute>` plus its outbox row, in one transaction (invariants 1 and
+ * 2). Redis `SET NX` only spares the losing replicas a round trip: when it is down every replica writes and
+ * the unique event version lets exactly one commit (invariant 7). ADR 0006.
  */
 import { randomUUID } from 'node:crypto';
 import { appendEvents } from '../../adapters/postgres/event-queries.js';

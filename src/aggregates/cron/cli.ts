@@ -1,19 +1,9 @@
 /**
- * `herald cron …`: the cron jobs of seed 004 from the command line, over the same CronService the
- * library exposes (one command = one transaction, database time). Strict options (a typo is a usage
- * error, exit 2); jobs are named by id, or by name with --organization; --json prints one JSON document.
- *
- *   herald cron list [--organization <id>] [--all]
- *   herald cron show <job> [--organization <id>]
- *   herald cron create --organization <id> --name <n> --schedule '<cron>' --type ping|webhook|slack|email --payload '<json>'
- *                      [--tz <zone>] [--overlap allow|skip|buffer-one] [--catch-up skip-missed|run-latest|run-all]
- *                      [--grace-ms <n>] [--window-ms <n>] [--cap <n>] [--dst-ambiguous first|last|both]
- *                      [--dst-missing shift|skip] [--timeout-ms <n>] [--retries <n>] [--retry-delay-ms <n>] [--paused]
- *   herald cron pause <job> --reason <text> | resume <job> | delete <job> | trigger <job>   [--by <actor>]
- *   herald cron runs <job> [--from <time>] [--to <time>] [--limit <n>]
- *   herald cron ledger <job> [--from <time>] [--to <time>] [--limit <n>]
- *   herald cron upcoming <job> [--count <n>]
- *   herald cron backfill <job> --from <time> --to <time> [--dry-run]
+ * `herald cron …`: the cron jobs from the command line (list, show, create, pause, resume, delete, trigger,
+ * runs, ledger, upcoming, backfill with --dry-run), over the same CronService the library exposes: one
+ * command, one transaction, database time (invariants 1 and 6). Options are strict (a typo is a usage
+ * error, exit 2); a job is named by id, or by name with --organization; --json prints one JSON document.
+ * ADR 0011.
  */
 import type { ParseArgsConfig } from 'node:util';
 import { createDatabase } from '../../adapters/postgres/database.js';

@@ -1,18 +1,10 @@
 /**
- * The executors' side of seed 004, as a configuration of the fenced handler
- * (src/worker/fenced-handler.ts), consuming `cron_events`: a message carries a run's claim (run id and
- * epoch), and the run is executed only while it is queued or running *with that epoch* (invariant 5);
- * anything else is a quiet discard recorded as `JobRunMessageDiscarded` on `cron_delivery/<message id>`.
- *
- * The effect: read the job (a deleted job's run is cancelled, not executed), mark the run `running` in
- * a transaction of its own (so the start is visible while the job runs, and a heartbeat's lock order is
- * kept), then execute the job's type with the job's timeout (an AbortSignal). The outcome is a run
- * command in the inbox transaction (invariant 4): CompleteRun with the response status, an output
- * excerpt and the duration; FailRun for a permanent error; and for any other error FailAttempt — the run
- * decides its own retry (a delay, then a fresh claim by a sweep with a new epoch and a new message) or
- * gives up (`permanently_failed`) — so a failing job is never requeued in a loop and never holds the
- * queue. A message whose job type this worker does not know is dead-lettered at once (DeadLetterError)
- * and the consumer goes on.
+ * The cron executors, as a configuration of the fenced handler consuming `cron_events`: a run is executed
+ * only while it is queued or running with the message's epoch (invariant 5), else a quiet discard on
+ * `cron_delivery/<message id>`. The effect marks the run `running` in a transaction of its own, then runs
+ * the job's type under its timeout; the outcome is a run command in the inbox transaction (invariant 4):
+ * CompleteRun, FailRun for a permanent error, otherwise FailAttempt, so the run decides its own retry and
+ * a failing job never loops. A job type this worker does not know is dead-lettered at once. ADR 0011.
  */
 import { z } from 'zod';
 import type { ExecutableJob } from '../../domain/cron-job.js';

@@ -1,16 +1,10 @@
 /**
- * The cron aggregates' sweeps in `herald scanner`, as definitions of the generic sweepers
- * (src/scanner/sweeper.ts):
- * - materialize: active jobs whose next occurrence is due (`next_run_at <= now()`, FOR UPDATE SKIP
- *   LOCKED) each get one MaterializeDue command — the catch-up and overlap policies decide in the pure
- *   decider — and the runs it causes are created in the same transaction (the sweep's follow-up): the
- *   job's event, the runs' events, their rows and their cron_events messages commit together
- *   (invariant 1), and (job, scheduled_for, trigger) is unique however many scanners run (invariant 7).
- * - runs: runs of deleted jobs still waiting are cancelled; buffered runs whose job is idle again are
- *   released (buffer-one); retries that are due are claimed again — a delay, then a fresh claim with a
- *   new epoch and a new message, never a requeue loop; and stale recovery takes back queued or running
- *   runs whose message is no longer in flight and that showed no sign of life for the stale window (the
- *   attempt counts as failed: a retry at once, or permanently_failed).
+ * The cron aggregates' sweeps in `herald scanner`, as generic sweepers: materialize gives each due active
+ * job one MaterializeDue command and creates the runs it causes in the same transaction (the job's event,
+ * the runs' events, rows and messages: invariant 1), unique per (job, scheduled_for, trigger) however many
+ * scanners run (invariant 7). The run sweeps cancel waiting runs of deleted jobs, release buffered runs,
+ * claim due retries with a new epoch and message, and recover stale runs whose message is no longer in
+ * flight (invariant 5). ADR 0011.
  */
 import {
   type DueCronJobRow,

@@ -1,18 +1,8 @@
 /**
- * `herald actions`: operating scheduled actions (seed 002) from a shell. Every change goes through the
- * library (one command, one transaction, with the operator as actor) and prints the resulting state.
- *
- *   herald actions list [--organization <id>] [--status <status>] [--workflow <id>] [--limit <n>] [--json]
- *   herald actions show <id> [--json]
- *   herald actions schedule <params JSON>            (scheduleAction's parameters)
- *   herald actions signal --organization <id> --correlation <key> --name <name> [--payload <JSON>]
- *   herald actions cancel <id> --reason <text>
- *   herald actions fire <id> [--reason <text>]
- *   herald actions reschedule <id> (--execute-at <time> | --expires-at <time>) [--reason <text>]
- *   herald actions subject <organization> <subject> [--set <attributes JSON>]
- *
- * Common options: --actor <name> (default cli:<pod>). Exit codes: 0 done, 1 refused (the message says
- * why: not found, not allowed in its status, invalid), 2 usage.
+ * `herald actions`: operating scheduled actions from a shell (list, show, schedule, signal, cancel, fire,
+ * reschedule, subject). Every change goes through the library, one command and one transaction
+ * (invariant 1) with the operator as actor (--actor, default cli:<pod>), and prints the resulting state.
+ * Exit codes: 0 done, 1 refused (the message says why), 2 usage. ADR 0010.
  */
 
 import {

@@ -1,16 +1,9 @@
 /**
  * The scheduled-action library API: schedule, signal, cancel, fire now, reschedule, get, list, history,
- * signals and subjects. Every call is one transaction through the command handler (invariant 1), with
- * time from the database (invariant 6).
- *
- * Scheduling a wait and receiving a signal for the same organization and correlation key take one
- * transaction-scoped advisory lock first, so whichever commits second sees the other: a signal that
- * arrived (within the lookback window) before its wait was saved unlocks the wait at scheduling, and a
- * signal never slips between a wait's look-up and its save — for every interleaving, with PostgreSQL
- * alone (no cache decides anything: docs/decisions/0010-scheduled-actions.md).
- *
- * With queue dispatch an action that is due at once (unlocked, fired now, due with no delay) is claimed
- * in the same transaction, so its fire message goes out with the commit: no scanner round trip.
+ * signals and subjects; every call is one transaction through the command handler (invariant 1), on
+ * database time (invariant 6). A wait and a signal for the same organization and correlation key take one
+ * advisory lock first, so whichever commits second sees the other and no signal is lost, on PostgreSQL
+ * alone. With queue dispatch an action due at once is claimed in the same transaction. ADR 0010.
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';

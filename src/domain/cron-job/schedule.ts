@@ -1,21 +1,10 @@
 /**
- * Fire times of a cron schedule in an IANA time zone, with Herald's DST policy. Pure (no clock: every
- * function takes the instant it starts from), so the cron-job decider can call it (invariant 6).
- *
- * The cron library (croner) only enumerates *wall-clock* times matching the expression (it runs with a
- * fixed UTC offset of 0, so a wall time is a plain number); Herald maps each wall time to instants in
- * the zone itself, and that is where the DST policy applies:
- * - a wall time that occurs twice (the repeated hour when clocks go back): `ambiguous` = `first` (the
- *   earlier instant), `last` (the later one) or `both`;
- * - a wall time that does not occur (the hour skipped when clocks go forward): `missing` = `shift`
- *   (moved forward by the length of the gap: 02:30 in a 02:00→03:00 gap fires at 03:30, the
- *   "compatible" disambiguation of java.time and TC39 Temporal) or `skip`.
- * Two wall times that land on the same instant (a shifted time and a real one) fire once.
- *
- * Defaults follow cron tradition (Vixie cron, croner): a fixed-time job (one value each in seconds,
- * minutes and hours, e.g. `30 2 * * *`) fires once at the first 01:30 and after the gap; an interval
- * job (`*∕5 * * * *`, `0 * * * *`) keeps its rhythm in real time: both passes of the repeated hour, none
- * in the gap. Offsets come from Intl (the runtime's IANA database), cached per minute.
+ * Fire times of a cron schedule in an IANA time zone, with Herald's DST policy. Pure (every function takes
+ * the instant it starts from), so the cron-job decider can call it (invariant 6). croner enumerates
+ * wall-clock times at a fixed offset of 0; this module maps each to instants in the zone: a repeated wall
+ * time fires `first`, `last` or `both`, a skipped one is `shift`ed forward by the gap or `skip`ped, and two
+ * wall times on one instant fire once. Defaults follow cron tradition: a fixed-time job first and shift,
+ * an interval job both and skip. ADR 0011.
  */
 import { Cron } from 'croner';
 import { ValidationError } from '../../errors.js';

@@ -1,15 +1,10 @@
 /**
- * `decide` for scheduled actions: validates a command, checks it against the current state and returns
- * the events it causes, or throws (ValidationError for bad input, IllegalStateError for a command the
- * state does not allow) without emitting anything. Pure: time is the command's `now`.
- *
- * The rules a wait lives by:
- * - A signal unlocks a wait only while its deadline has not passed (`now <= expiresAt`), only for a
- *   name the wait lists, and only once: the first signal wins, every later one is refused (recorded by
- *   the signal, not here). A signal that arrived before the wait was saved unlocks it at scheduling.
- * - Past its deadline, a wait's claim records `ActionExpired` and runs the expiry branch (or, with no
- *   branch, the action is done with outcome `expired`): an expiry is an outcome, never a failure.
- * - Claims, heartbeats and outcomes are fenced by the claim epoch (invariant 5).
+ * `decide` for scheduled actions: validates a command against the current state and returns its events,
+ * or throws (ValidationError, IllegalStateError) without emitting anything. Pure: time is the command's
+ * `now`. A signal unlocks a wait only before its deadline, only for a name the wait lists, and only once
+ * (the first wins); past its deadline a wait's claim records `ActionExpired` and runs the expiry branch,
+ * an outcome, never a failure. Claims, heartbeats and outcomes are fenced by the claim epoch
+ * (invariant 5). ADR 0010.
  */
 import { IllegalStateError, ValidationError } from '../../errors.js';
 import { assertNever } from '../decider.js';

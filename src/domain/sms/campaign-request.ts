@@ -1,16 +1,9 @@
 /**
- * SMS campaign requests (seed 003's inline create, preview and bulk metadata) and the pure pipeline that
- * turns one recipient into its frozen row: normalize the MSISDN, check its tags, route it, render the
- * message, count segments (ten at most), price it (segments × rate). Every rule broken is a `RuleIssue`
- * naming the field and the rule; `SmsValidationError` carries them all (the first one as `field` /
- * `rule`), so an API answers 4xx naming both and nothing is written.
- *
- * The seed's ten steps, in order: (1) the idempotency key is the service's; (2) PROMOTIONAL requires
- * lang=bn and an operator-approved campaignId; (3) scheduledAt only for SCHEDULED, read as local time
- * in the campaign zone (Dhaka) without an offset; (4) minimum lead, maximum future date, promotional
- * window; (5) exact {{tag}} names, GENERIC none, PERSONALIZED at least one; (6) exactly the template's
- * tags with valid values; (7) MSISDN, operator, route, rate; (8) render and count segments, ten at
- * most; (9) the frozen row; (10) the deduction is the service's.
+ * SMS campaign requests (inline create, preview, bulk metadata) and the pure pipeline that turns one
+ * recipient into its frozen row: normalize the MSISDN, check its tags, route it, render the message, count
+ * segments (ten at most) and price it. The seed's rules run in the seed's order; every rule broken is a
+ * `RuleIssue` naming field and rule, `SmsValidationError` carries them all, and nothing is written. The
+ * seed's first and last steps (the idempotency key, the deduction) are the service's. ADR 0014.
  */
 import { z } from 'zod';
 import { ValidationError } from '../../errors.js';

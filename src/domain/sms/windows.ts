@@ -1,17 +1,11 @@
 /**
- * Local time for SMS campaigns, DST-correct through the runtime's IANA database (offsets from
- * src/domain/cron-job/schedule.ts). Pure: every function takes the instant it starts from.
- *
- * - `scheduledAt` without an offset is a wall time in the campaign zone (seed 003: "By default, treat
- *   it as local time in Dhaka"); with `Z` or an offset it is that instant.
- * - A window policy is a daily `start`–`end` (`HH:MM` or `HH:MM:SS`, end exclusive, start < end) with
- *   optional per-weekday overrides (`null`: no sending that day). The seed's campaign-level BTRC window
- *   for promotional traffic is one such policy in the campaign zone; a campaign's per-recipient send
- *   window is another, read in each recipient's zone.
- * - `nextAllowedAt(instant, zone, policy)`: the instant itself when inside a window, otherwise the next
- *   opening. Openings are wall times: one that falls in a DST gap (clocks go forward) opens at the
- *   first instant after the gap ("02:30" on a 02:00→03:00 night opens at 03:00 + 30 min, as
- *   java.time and Temporal resolve it), one that occurs twice opens at its first occurrence.
+ * Local time for SMS campaigns, DST-correct through the runtime's IANA database. Pure: every function takes
+ * the instant it starts from (the transaction's time: invariant 6). `scheduledAt` without an offset is a
+ * wall time in the campaign zone (Dhaka). A window policy is a daily start–end with per-weekday overrides:
+ * the BTRC window for promotional traffic is one in the campaign zone, a send window another in each
+ * recipient's zone. `nextAllowedAt` is the instant itself inside a window, else the next opening; an
+ * opening in a DST gap is shifted forward by the gap (02:30 opens at 03:30), a repeated one opens at its
+ * first occurrence. ADR 0014.
  */
 import { z } from 'zod';
 import { isValidTimezone, offsetAt } from '../cron-job/schedule.js';

@@ -1,25 +1,10 @@
 /**
- * The billing port (seed 003's client-service) with stable keys: a campaign is charged once with
- * `campaign:{uuid}`, reversed with the same key when its creation fails or the outcome is ambiguous,
- * and (part 2) each failed recipient refunded with `recipient:{id}:{resendAttempt}`. Every operation
- * is idempotent by its key: a repeat changes nothing and returns the first result (`applied: false`),
- * so a caller that lost an answer simply asks again.
- *
- * Errors: InsufficientBalanceError (refused, nothing charged: HTTP 402); BillingUnavailableError (not
- * reached, or the answer was lost: the charge may or may not exist, so callers reverse by key: 502).
- *
- * `PostgresLedger` is the default implementation: a balance per organization in Herald's database
- * (billing_account, billing_entry) with the invariant balance = credits − deductions + refunds and no
- * key applied twice. Reversing a key that was never deducted records that (a zero refund marked
- * `reversedUnapplied`), so a deduction arriving late with that key — the ambiguous case — is refused
- * instead of charging a campaign that was already given up.
- *
- * A real billing service sits behind the same port over HTTP (ADR 0014 documents the shape):
- *   POST {base}/organizations/{org}/deductions {key, amount, reason} → 201 | 200 (repeat) | 402 | 409 (reversed)
- *   POST {base}/organizations/{org}/refunds    {key, amount, reason} → 201 | 200 (repeat)
- *   POST {base}/organizations/{org}/reversals  {key, reason}         → 201 | 200 (repeat)
- * each answering {key, kind, amount, balanceAfter, applied, at}; timeouts, connection errors and 5xx are
- * BillingUnavailableError.
+ * The billing port with stable keys: a campaign is charged once with `campaign:{uuid}`, reversed with the
+ * same key when its creation fails or the outcome is ambiguous, and each failed recipient refunded with
+ * `recipient:{id}:{resendAttempt}`. Every operation is idempotent by its key (invariant 9: a repeat
+ * returns the first result, `applied: false`), so a caller that lost an answer asks again.
+ * `PostgresLedger`, the default, keeps balance = credits − deductions + refunds, applies no key twice,
+ * and refuses a late deduction under a key already reversed. ADR 0014 (also the HTTP shape), ADR 0019.
  */
 import {
   applyEntry,

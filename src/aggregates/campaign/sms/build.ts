@@ -1,27 +1,11 @@
 /**
- * The CSV build worker (seed 003's CampaignBuildWorker), as a claim sweep of the generic sweeper
- * (src/scanner/sweeper.ts) that `herald worker` runs: it claims a BUILDING campaign whose upload is
- * PENDING, or IN_PROGRESS without a saved batch for HERALD_SMS_BUILD_STALE_SECONDS (a build whose worker
- * died), with FOR UPDATE SKIP LOCKED (any number of workers), as a `StartBuild` command — a new build
- * attempt, the build's fencing token: every later batch carries it, and the decider refuses the
- * batches of an attempt that was taken over. Then, after the claim's commit, it builds:
- *
- * 1. A recovered build (attempt > 1) that finds saved recipients fails safe: FAILED with the rows
- *    cleared, then the charge reversed by its key (a crashed attempt may have charged) — never a second
- *    charge.
- * 2. The file is streamed from its stored chunks through csv-parse (UTF-8 BOM stripped), one chunk in
- *    memory at a time; numbers are de-duplicated in a compact set, so a million rows build in bounded
- *    memory.
- * 3. GENERIC: a first row whose first value is not a valid MSISDN is a header; only the first column is
- *    read. PERSONALIZED: the header must contain lowercase `msisdn` and every exact template tag, else
- *    the whole build fails.
- * 4. Invalid MSISDNs, duplicates within the file, rows with invalid tags (and rows without a route or
- *    longer than ten segments) are skipped and counted by reason (rejectedCount).
- * 5. Accepted rows are priced and saved in batches (HERALD_SMS_BUILD_BATCH_SIZE), each batch with its
- *    `AddRecipients` event in one transaction; more than campaign.bulk.max-recipients valid rows, or
- *    none, fails the build.
- * 6. One idempotent deduction of the total (`campaign:{uuid}`) → QUEUED or SCHEDULED and the upload DONE
- *    in one transaction; a failed deduction → reversed (best effort), recipients cleared, FAILED.
+ * The CSV build worker (seed 003's CampaignBuildWorker), a claim sweep of `herald worker`: it claims a
+ * BUILDING campaign whose upload is pending or whose build went silent (FOR UPDATE SKIP LOCKED) as
+ * `StartBuild`, a new build attempt and fencing token: the decider refuses batches of an attempt taken
+ * over (invariant 5). It streams the file in bounded memory, saves accepted rows in batches with their
+ * AddRecipients event (invariant 1) and deducts once by `campaign:{uuid}` (invariant 9). GENERIC reads
+ * the first column, a first row that is not a valid MSISDN being a header; PERSONALIZED needs a header with
+ * `msisdn` and every tag. No valid row, or more than campaign.bulk.max-recipients, fails the build. ADR 0014.
  */
 import { Readable } from 'node:stream';
 import { parse } from 'csv-parse';

@@ -1,20 +1,11 @@
 /**
- * SMS campaign controls (seed 003 part 2, ADR 0019), as the SmsCampaignService exposes them: pause and
- * resume (the campaign commands, with a reason and the caller as the event's actor), reschedule (a new
- * Dhaka-local time validated exactly as at creation, and a new dispatch deadline = start +
- * HERALD_SMS_DISPATCH_DEADLINE_MINUTES), cancel (the generic CancelCampaign; the `sms:recovery` poller
- * withdraws the unsent recipients, refunds them and settles), and resend of the failed recipients with
- * a dry-run preview.
- *
- * Resend moves money, so it cannot run in a caller's one transaction: (1) the decision is tried on the
- * current state first (the same refusals as the real command — wrong status, refunds still pending —
- * before anything is charged); (2) billing deducts exactly `failedCost` with the stable key
- * `campaign:{id}:resend:{n}`; (3) one transaction appends ResendFailed with that charge and reopens the
- * failed rows of the old cycle (guarded by status FAILED and the old resend_attempt) as PENDING in cycle
- * n, their count and cost checked against the charge. A refused deduction (402) changes nothing; any
- * other failure after the deduction may have happened reverses it by its key (so no charge is ever left
- * without its resend), and the Idempotency-Key is released. The preview reads the same facts the
- * decider checks the charge against, so the preview's cost is the resend's charge.
+ * SMS campaign controls as the SmsCampaignService exposes them: pause, resume, reschedule (a Dhaka-local
+ * time validated as at creation, with a new dispatch deadline), cancel (the `sms:recovery` poller refunds
+ * and settles) and resend of the failed recipients with a dry-run preview. Resend spans transactions: the
+ * decision is first tried on the current state (a refused resend charges nothing), billing deducts
+ * `failedCost` under `campaign:{id}:resend:{n}` (invariant 9), then one transaction appends ResendFailed
+ * and reopens the failed rows, their count and cost checked against the charge; any failure after the
+ * deduction may have happened reverses it by its key and releases the Idempotency-Key. ADR 0019.
  */
 
 import { z } from 'zod';

@@ -1,16 +1,11 @@
 /**
- * The SMS section of `npm run demo` (seed 003), on the demo's running relay, scanner and worker: an
- * organization's balance topped up in the billing ledger; an inline personalized campaign previewed,
- * then created (its recipients frozen and charged once, one recipient in London deferred by the
- * campaign's send window); a small CSV campaign with a header, a duplicate and an invalid number built
- * by the worker; a campaign with the simulator's fixed test numbers (rejected, retryable until its
- * attempts run out, never confirmed). The scanner dispatches them in submission chunks that the relay
- * publishes to Kafka; the simulator answers with delivery reports that the worker consumes and the
- * scanner rolls up: the CSV campaign COMPLETED, the test-number one PARTIAL with its failures refunded
- * (then resent after a preview, and PARTIAL again), the inline one cancelled mid-dispatch with its
- * deferred recipient refunded. Prints the counters as they change, each campaign as `herald campaigns
- * show` does with its money check, and the ledger's entries. Returns whether it all balanced; without
- * KAFKA_BROKERS it says so and skips.
+ * The SMS section of `npm run demo`, on the demo's running relay, scanner and worker: a balance topped up,
+ * an inline personalized campaign previewed and created (one recipient deferred by its send window), a
+ * small CSV campaign built, and one sent to the simulator's fixed test numbers. The simulator's delivery
+ * reports are rolled up until the CSV campaign is COMPLETED, the test-number one PARTIAL with its failures
+ * refunded (then resent), and the inline one cancelled mid-dispatch with its deferred recipient refunded.
+ * Prints each campaign with its money check and returns whether it all balanced; without KAFKA_BROKERS it
+ * says so and skips. ADR 0014, ADR 0019.
  */
 
 import { randomUUID } from 'node:crypto';

@@ -1,28 +1,11 @@
 /**
- * SMS dispatch (seed 003's CampaignDispatcher), as a claim sweep of the generic sweeper that `herald
- * scanner` runs (any number of replicas). The campaign claim (campaign.claim: QUEUED or due SCHEDULED →
- * DISPATCHING with a new epoch) is the campaign sweeper's; this sweep then takes one DISPATCHING SMS
- * campaign at a time with FOR UPDATE SKIP LOCKED — the seed's single-dispatcher ShedLock lease becomes a
- * row claim per campaign: one dispatcher per campaign at a time, different campaigns on different
- * scanners — and in ONE transaction:
- *
- * 1. Promotional traffic outside the BTRC window (HERALD_SMS_PROMOTIONAL_WINDOW in HERALD_SMS_TIMEZONE,
- *    by the transaction's database time) goes back to SCHEDULED at the next opening: `DeferCampaign`,
- *    whose event says why.
- * 2. Otherwise it claims up to HERALD_SMS_DISPATCH_BATCH_SIZE (seed 003: 999) recipients that may be
- *    sent now, with FOR UPDATE SKIP LOCKED; a recipient outside the campaign's per-recipient send window
- *    (in its own zone) is deferred to its next opening (`next_allowed_at`, DST-correct), never dropped,
- *    and counted.
- * 3. The rest are grouped by saved content, language, sender and route (every recipient of a submission
- *    shares them) into submission chunks — at most 999 recipients for promotional traffic, one for
- *    transactional (seed 003's MNPSP limits) — each one outbox message to the SMS submit topic (Kafka by
- *    default, RabbitMQ by configuration), priority 1 (transactional), 2 (promotional) or 3 (bulk
- *    promotional), carrying the claim epoch; reporting traffic uses 5.
- * 4. `RecordDispatch` (the batch's event, carrying the counters) and the recipients' rows: linked to
- *    their submission id (the message id), attempt count + 1, or deferred.
- *
- * Later passes continue until no recipient is left; the campaign then waits in DISPATCHING for its
- * delivery reports (part 2, which also enforces the dispatch deadline through stale recovery).
+ * SMS dispatch (seed 003's CampaignDispatcher), a claim sweep of `herald scanner`: it locks one DISPATCHING
+ * SMS campaign with FOR UPDATE SKIP LOCKED (a row claim per campaign instead of the seed's ShedLock lease,
+ * so any number of scanners: invariant 7) and in ONE transaction (invariant 1) defers promotional traffic
+ * outside the BTRC window by the database clock (invariant 6), claims a batch of ready recipients (one
+ * outside its send window is deferred to its next opening, never dropped), groups them into submission
+ * chunks, each one outbox message carrying the claim epoch (invariants 2 and 5), and records the batch
+ * with `RecordDispatch`. ADR 0014.
  */
 import { randomUUID } from 'node:crypto';
 import {

@@ -1,17 +1,10 @@
 /**
- * The delivery-report (DLR) consumer `herald worker` runs (a registry consumer on the consumer toolkit):
- * each report the SMS gateway (or `herald sms-simulator`) writes to HERALD_SMS_DLR_TOPIC is stored in
- * `sms_delivery_report` in the inbox transaction (inbox by the report's dlrId, the message id; the
- * insert is `on conflict do nothing` by dlr_id too, so a report redelivered under another message id
- * is still stored once: invariant 4), then the roll-up is woken (NOTIFY on the due channel; the
- * roll-up's poll covers a lost notification: invariant 7). The consumer only records: classification,
- * retries, counters and refunds are the roll-up's (rollup.ts), under its lease.
- *
- * A report that does not have the simulator's DeliveryReport shape is a DeadLetterError: dead-lettered
- * at once by the toolkit (`<topic>.dead`, where an operator can inspect and re-drive it), never retried
- * in a loop. The transport follows HERALD_SMS_SINK like the submit topic: Kafka by default, a RabbitMQ
- * queue named like the topic with `amqp` (the simulator itself speaks Kafka only, so an amqp deployment
- * uses a gateway adapter that writes the same report shape to that queue).
+ * The delivery-report (DLR) consumer of `herald worker`: each report on HERALD_SMS_DLR_TOPIC is stored in
+ * `sms_delivery_report` in the inbox transaction, de-duplicated by its dlrId in the inbox and in the table,
+ * so a report redelivered under another message id is still stored once (invariant 4); then the roll-up is
+ * woken (its poll covers a lost notification: invariant 7). It only records; the roll-up classifies. A
+ * report of another shape is dead-lettered at once. With HERALD_SMS_SINK=amqp the topic is a RabbitMQ
+ * queue, written by a gateway adapter (the simulator speaks Kafka only). ADR 0019.
  */
 import { z } from 'zod';
 import { insertDeliveryReports } from '../../../adapters/postgres/sms-delivery-queries.js';

@@ -1,30 +1,11 @@
 /**
- * The `sms:recovery` poller (seed 003 part 2, ADR 0019): run by `herald scanner` under the `sms:recovery`
- * lease, it finishes what SMS campaigns leave behind —
- *
- * - cancellation (the contract's flow): a charged CANCELLING campaign's unsent recipients (pending,
- *   deferred, retry pending) are withdrawn — rows CANCELLED and WithdrawUnsent with their summed cost, one
- *   transaction —, the withdrawal refunded with its stable key `cancel:{id}:{resendAttempt}`, then
- *   RecordWithdrawalRefund + SettleCancellation → CANCELLED in one transaction. Woken by NOTIFY right after
- *   a cancel commits (the descriptor makes such a campaign due at once); a campaign whose refund failed is
- *   taken again after HERALD_SMS_CANCELLING_STALE_MINUTES, with the same key (applied once by the ledger);
- * - expiry: a SCHEDULED SMS campaign past its dispatch deadline → ExpireCampaign + WithdrawUnsent(expired)
- *   + rows CANCELLED in one transaction, then the refund (`expire:{id}:{resendAttempt}`) and
- *   RecordWithdrawalRefund; a refund that failed is retried by a later pass;
- * - stale DRAFT (HERALD_SMS_DRAFT_STALE_MINUTES): the charge reversed by its key, then FailCampaign with the
- *   recipients cleared — the campaign row stays locked across the reversal, so a creation that was still
- *   on its way cannot activate a campaign whose charge was just reversed;
- * - stale BUILDING (uncharged, no saved recipients): FAILED, "upload again";
- * - stale DISPATCHING (no batch and no report for HERALD_SMS_DISPATCHING_STALE_MINUTES): unsent recipients
- *   left → RequeueCampaign (safe: unsent rows were never published; the next claim bumps the epoch);
- * - DLR timeout: recipients SUBMITTED longer than HERALD_SMS_DLR_TIMEOUT_MINUTES (any campaign status)
- *   get a synthetic NOT_AVAILABLE / DLR_TIMEOUT report, which the roll-up applies (FAILED, unconfirmed).
- *
- * Each campaign is its own transaction, locked alone with its step's condition re-checked (FOR UPDATE SKIP
- * LOCKED): one poisoned campaign (its command refused, its refund failing) is logged, counted and skipped,
- * and the rest of the batch proceeds. Billing calls are idempotent by key, so a crash anywhere is repaired
- * by the next pass with the same keys (no charge or refund twice). The lease only cuts duplicate work;
- * every write is guarded in its WHERE or by the stream version (invariant 7).
+ * The `sms:recovery` poller (`herald scanner`, under its lease) finishes what SMS campaigns leave behind:
+ * cancellation and expiry (unsent recipients withdrawn, refunded under `cancel:` / `expire:` keys, then
+ * recorded), stale DRAFT (charge reversed, FAILED; the row stays locked across the reversal, so a creation
+ * still on its way cannot activate it), stale BUILDING, stale DISPATCHING (requeued: its unsent rows were
+ * never published) and DLR timeouts (a synthetic report). Each campaign is its own transaction, so a
+ * poisoned one is skipped; billing keys make every step safe to repeat (invariant 9), and every write is
+ * guarded, so the lease only cuts work (invariant 7). ADR 0019.
  */
 import { randomUUID } from 'node:crypto';
 import { deleteRecipients } from '../../../adapters/postgres/sms-queries.js';

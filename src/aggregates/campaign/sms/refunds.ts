@@ -1,16 +1,10 @@
 /**
- * Recipient refunds (seed 003): a FAILED recipient that owes one (refund_required, not unconfirmed) is
- * refunded its saved cost through the billing port under `recipient:{id}:{resendAttempt}`, then — in
- * one transaction per campaign — `refunded_at`/`refund_reason` are set where still null and
- * `RecordRefunds` moves the campaign's counters (invariant 1). The roll-up calls this right after its
- * commit for the recipients it just failed; the refund retry poller (lease `sms:refund-retry`, seed
- * 003's CampaignRefundRetryPoller) calls it for those still unrefunded HERALD_SMS_REFUND_RETRY_AFTER_SECONDS
- * after they failed.
- *
- * Money is never applied twice: the ledger applies a key once (a repeat answers the first result), and
- * the row is marked only while `refunded_at is null` — so a crash between the refund and its record
- * ends with the next pass asking billing again with the same key and recording it then. A billing
- * error is recorded on the row (refund_attempts, refund_error) and retried later, never in a loop.
+ * Recipient refunds: a FAILED recipient that owes one is refunded its saved cost under
+ * `recipient:{id}:{resendAttempt}` (invariant 9), then, in one transaction per campaign, its row is marked
+ * while `refunded_at` is still null and `RecordRefunds` moves the counters (invariant 1). The roll-up calls
+ * it after its commit; the `sms:refund-retry` poller calls it for refunds still missing
+ * HERALD_SMS_REFUND_RETRY_AFTER_SECONDS after the failure. A crash between refund and record repeats the
+ * call with the same key; a billing error is kept on the row and retried later, never in a loop. ADR 0019.
  */
 import {
   markRefunded,

@@ -1,28 +1,11 @@
 /**
- * The DLR roll-up (seed 003's CampaignDlrRollupPoller), a sweeper run by `herald scanner` under the
- * lease `sms:dlr-rollup`: copies stored delivery reports onto the campaign recipients and the
- * campaign's counters. Per campaign with reports waiting, in ONE transaction (invariant 1):
- *
- * 1. lock the campaign's state row, then up to HERALD_SMS_ROLLUP_BATCH_SIZE of its unrolled reports
- *    (SKIP LOCKED) and the recipient rows they name (in id order);
- * 2. decide each report (src/domain/sms/delivery.ts: DELIVERED, FAILED permanent / exhausted / late /
- *    unconfirmed, RETRY_PENDING with next_retry_at = the database's now + delay + jitter). A report
- *    applies only to the row with its recipient id, its submission id and status SUBMITTED — never by
- *    MSISDN (duplicate numbers are distinct rows); any other report (a duplicate, a stale submission's,
- *    a second report for the same row in the batch) is marked rolled up as 'ignored', so a report
- *    arriving twice changes nothing;
- * 3. apply them with one guarded statement, mark the reports rolled up, and `RecordDeliveryReports` on
- *    the campaign (one command per campaign per batch; its decision recounts a DISPATCHING campaign to
- *    COMPLETED / PARTIAL / FAILED when nothing is left in flight); then auto-pause's evaluation.
- *
- * After the commit, the recipients it failed that owe a refund are refunded (refunds.ts). Each campaign
- * has its own transaction, so one whose command is refused (logged) does not hold back the others.
- * Before that, submissions whose outbox row went dead for good (the relay's recovery rounds used up)
- * get synthetic SEND_FAILED reports (a temporary failure: retried like any other).
- *
- * Why a lease: correctness rests on the row locks and the guarded statements (invariant 7), and two
- * roll-ups at once would only contend for the same campaign rows, one waiting for the other; the lease
- * keeps one replica doing the work, and readiness shows when none does.
+ * The DLR roll-up (seed 003's CampaignDlrRollupPoller), run by `herald scanner` under the lease
+ * `sms:dlr-rollup`: copies stored delivery reports onto the recipient rows and the campaign's counters,
+ * per campaign in ONE transaction (invariant 1). A report applies only to the SUBMITTED row with its
+ * recipient id and submission id, never by MSISDN; any other is marked 'ignored', so a report arriving
+ * twice changes nothing (invariant 4). Failed recipients that owe a refund are refunded after the commit;
+ * submissions whose outbox row went dead get synthetic SEND_FAILED reports. Correctness rests on row locks
+ * and guarded statements; the lease only keeps one replica at the work (invariant 7). ADR 0019.
  */
 import {
   type AppliedReport,

@@ -1,21 +1,11 @@
 /**
- * The SMS campaign library (seed 003, part 1): inline creation, preview, bulk CSV creation, and the
- * campaign's progress and recipients. Creations return their result and whether it was replayed from
- * its Idempotency-Key (src/api/idempotency.ts: reserved now, completed in the last transaction,
- * released on failure); errors are typed (SmsValidationError naming field and rule; IdempotencyKeyError
- * in flight or reused; InsufficientBalanceError; BillingUnavailableError), mapped to HTTP by the API.
- *
- * Inline creation follows the seed's ten steps and sequence: (1) reserve the Idempotency-Key in a
- * transaction of its own (a concurrent retry sees it in progress); (2–9) validate, render, route and
- * price every recipient (pure), then commit the DRAFT campaign with its frozen recipients and their
- * totals in one transaction; (10) deduct the total once with the stable key `campaign:{uuid}`; on
- * success activate (QUEUED or SCHEDULED) and store the campaign with the key in one transaction; on
- * a failure or an ambiguous outcome reverse by the same key (best effort), mark the campaign FAILED (or
- * leave it DRAFT for recovery when even the reversal failed) and release the key.
- *
- * Bulk creation stores the file (in chunks, streamed, bounded memory) in campaign_upload and creates a
- * BUILDING campaign without recipients, all in one transaction with the key (its fingerprint covers
- * the metadata and the file's SHA-256); the build worker (build.ts) does the rest.
+ * The SMS campaign library: inline creation, preview, bulk CSV creation, progress and recipients. Inline
+ * creation reserves the Idempotency-Key in a transaction of its own, commits the DRAFT campaign with its
+ * frozen, priced recipients (invariant 1), deducts the total once under `campaign:{uuid}` (invariant 9),
+ * then activates the campaign and completes the key in one transaction; a failed or ambiguous deduction is
+ * reversed by the same key, the campaign FAILED (or left DRAFT for recovery) and the key released. Bulk
+ * creation stores the file and a BUILDING campaign with the key in one transaction; build.ts does the
+ * rest. ADR 0014.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import {

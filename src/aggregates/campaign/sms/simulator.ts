@@ -1,16 +1,10 @@
 /**
- * `herald sms-simulator`: a test double for the operator network (the SMS gateway and the MNOs behind
- * it), for the demo, tests and benchmarks. It consumes the SMS submit topic (the dispatcher's
- * submission chunks) in a consumer group and, after a latency drawn per recipient, produces one
- * delivery report per recipient to the DLR topic, with a configurable mix of outcomes (DELIVERED,
- * FAILED with an MNPSP error code, EXPIRED, REJECTED, NOT_AVAILABLE). Part 2 consumes those reports.
- *
- * It behaves like a real gateway in the ways that matter to Herald: it is at-least-once (a chunk
- * redelivered after a crash or a rebalance is reported again, so consumers must tolerate duplicate
- * reports), reports arrive out of order and late, and the outcome of a recipient is a pure function of
- * (submission id, recipient id), so a redelivery reports the same outcome. It keeps no state and needs
- * no database. A real deployment replaces it with an SMPP or HTTP gateway adapter that consumes the
- * same topic and writes the same report shape (ADR 0014).
+ * `herald sms-simulator`: a test double for the operator network, for the demo, tests and benchmarks. It
+ * consumes the SMS submit topic in a consumer group and, after a latency drawn per recipient, writes one
+ * delivery report per recipient to the DLR topic with a configurable mix of outcomes. Like a real gateway
+ * it is at-least-once (a redelivered chunk is reported again) and its reports come late and out of order;
+ * an outcome is a pure function of (submission id, recipient id), so a duplicate agrees with the first. It
+ * needs no database; a deployment replaces it with an SMPP or HTTP gateway adapter. ADR 0014, ADR 0019.
  */
 
 import { createKafka } from '../../../adapters/kafka/kafka-client.js';
