@@ -125,6 +125,18 @@ describe('money soak', () => {
         kills: 0,
       }));
       const killable = slots.filter((s) => s.name !== 'simulator');
+      // The kills start once the worker has built and charged the campaign: a build killed after it
+      // saved recipients fails safe by design (FAILED, recipients cleared: test/sms/bulk.int.spec.ts),
+      // which is not what this soak measures; dispatch, reports, retries and refunds are.
+      await waitFor(
+        async () => {
+          const { rows } = await t.db.query<{ status: string }>('select status from campaign where id = $1', [
+            campaignId,
+          ]);
+          return rows[0] && rows[0].status !== 'BUILDING' ? rows[0].status : undefined;
+        },
+        { timeoutMs: 120_000, intervalMs: 200, what: 'the soak campaign built' },
+      );
       let killing = true;
       const killer = (async () => {
         while (killing) {
