@@ -116,6 +116,21 @@ describe('pause, resume, cancel', () => {
   });
 });
 
+describe('the commands a campaign view offers', () => {
+  it('are those its state allows: a dispatching SMS campaign offers cancel, and cancel is accepted', async () => {
+    const c = await createSms();
+    const queued = await api.request('GET', `/v1/campaigns/${c.campaignId}`, { key });
+    expect(queued.body.commands).toEqual(['send-now', 'pause', 'cancel', 'delete']);
+    await f.dispatchAll();
+    const dispatching = await api.request('GET', `/v1/campaigns/${c.campaignId}`, { key });
+    expect(dispatching.body.status).toBe('DISPATCHING');
+    expect(dispatching.body.commands).toEqual(['pause', 'cancel']);
+    const cancelled = await post(`/v1/campaigns/${c.campaignId}/cancel`, { reason: 'offered, so allowed' });
+    expect(cancelled.status, cancelled.text).toBe(200);
+    expect(cancelled.body).toMatchObject({ status: 'CANCELLING', commands: [] });
+  });
+});
+
 describe('reschedule', () => {
   it('validates scheduledAt as creation does (422 naming it) and moves the deadline', async () => {
     const first = await dhakaLocal(1, '10:00');
