@@ -9,11 +9,14 @@
  * woken by NOTIFY.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CoalescingNotifier } from '../../src/adapters/postgres/notifications.js';
 import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
 import { checkCampaignMoney } from '../../src/aggregates/campaign/sms/money-check.js';
 import { SMS_RECOVERY_LEASE, type SmsRecovery } from '../../src/aggregates/campaign/sms/recovery.js';
+import { SmsCampaignService } from '../../src/aggregates/campaign/sms/service.js';
 import { toUnits } from '../../src/domain/sms/money.js';
 import { BillingUnavailableError } from '../../src/errors.js';
+import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
@@ -275,12 +278,22 @@ describe('in herald scanner', () => {
             ).rowCount === 1,
           { timeoutMs: 15_000, what: 'the sms:recovery lease' },
         );
+        // The cancel commits through a handler that NOTIFYs, as the API's and the CLI's do (the
+        // fixture's own sends none: a wake-up could then only come from the listener connecting).
+        const notifier = new CoalescingNotifier(u.db, 0);
+        const notifying = new SmsCampaignService({
+          db: u.db,
+          handler: new CommandHandler({ db: u.db, wakeups: notifier, wakeHorizonMs: 60_000 }),
+          billing: ledger,
+          settings: u.config({ ...ALWAYS_OPEN }).sms,
+          idempotencyTtlMs: 24 * 3_600_000,
+        });
         const started = Date.now();
-        await g.service.cancel(created.body.campaignId);
+        await notifying.cancel(created.body.campaignId);
         await waitFor(async () => (await g.service.get(created.body.campaignId)).status === 'CANCELLED', {
           timeoutMs: 10_000,
           what: 'the cancellation settled',
-        });
+        }).finally(() => notifier.close());
         // Woken by NOTIFY, not by the 60 s poll.
         expect(Date.now() - started).toBeLessThan(10_000);
         const settled = await g.service.get(created.body.campaignId);
