@@ -38,6 +38,7 @@ export const campaignTable = stateTable<ExistingCampaign>({
     { column: 'status_changed_at', type: 'timestamptz', field: 'statusChangedAt' },
     // Facts stored before SMS part 2 lack its fields: read back with their defaults (what a replay gives).
     { column: 'sms', type: 'jsonb', field: 'sms', read: normalizeSmsFacts },
+    { column: 'line', type: 'jsonb', field: 'line' },
     // Written from the SMS facts for the dispatch sweep's index (pending + deferred recipients).
     { column: 'sms_unsent', type: 'int', compute: (state) => unsent(state.sms) },
   ],

@@ -15,6 +15,7 @@ import {
   type CampaignCommand,
   type CampaignEvent,
   type CampaignState,
+  type CastType,
   campaignDecider,
   campaignDestination,
   parseCampaignEvent,
@@ -33,7 +34,7 @@ export interface LineDispatchPayload {
   audienceId: string | null;
   organizationId: string;
   lineOaId: string | null;
-  castType: 'broadcast' | 'multicast';
+  castType: CastType;
   epoch: number;
 }
 

@@ -19,6 +19,7 @@ import { LineDeliveryWorker, lineDispatchPayload } from './line-delivery.js';
 import { campaignPorts } from './ports.js';
 import { type CampaignServices, campaignRoutes } from './routes.js';
 import { CampaignService } from './service.js';
+import { lineSettings } from './line/settings.js';
 import { campaignSettings } from './settings.js';
 import { smsBuildSweeper } from './sms/build.js';
 import { smsDispatchSweeper } from './sms/dispatch.js';
@@ -42,7 +43,7 @@ import {
 
 export const campaignRegistration = defineAggregate({
   aggregate: campaignAggregate,
-  settings: [campaignSettings, smsSettings],
+  settings: [campaignSettings, smsSettings, lineSettings],
   ports: campaignPorts,
   sideStreams: [
     {

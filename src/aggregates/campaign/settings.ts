@@ -8,6 +8,7 @@ import { ConfigError } from '../../errors.js';
 import type { HeraldConfig } from '../../settings/core.js';
 import { describeSetting as d, defineSettings, type SettingsOf } from '../../settings/fragment.js';
 import { positiveInt } from '../../settings/validators.js';
+import type { LineConfig } from './line/settings.js';
 import type { smsSettings } from './sms/settings.js';
 
 export interface CampaignSettings {
@@ -73,4 +74,5 @@ export const campaignSettings = defineSettings({
 /** The configuration the campaign slice runs with: the generic settings, its own and the SMS channel's. */
 export type CampaignConfig = HeraldConfig &
   SettingsOf<typeof campaignSettings> &
-  SettingsOf<typeof smsSettings>;
+  SettingsOf<typeof smsSettings> &
+  LineConfig;

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { isMoney, toUnits } from '../sms/money.js';
 import { instantInput, ms } from '../time.js';
 import { validationErrorFrom } from '../validation.js';
+import { LINE_MULTICAST_MAX, lineContentSchema } from './line.js';
 import { money, smsDefinitionSchema, WITHDRAWAL_REASONS } from './sms.js';
 import { CAMPAIGN_CHANNELS, CAST_TYPES } from './status.js';
 
@@ -20,6 +21,7 @@ const reason = text(1000);
 const epoch = z.number().int().positive();
 
 const base = { campaignId, now: instantInput };
+const count = z.number().int().nonnegative();
 
 type Ctx = z.RefinementCtx;
 
@@ -74,6 +76,8 @@ const createCampaign = z
     idempotencyKey: identifier.nullish(),
     /** SMS campaigns (seed 003): the definition; null/absent for LINE (and for sms drafts without one). */
     sms: smsDefinitionSchema.nullish(),
+    /** LINE campaigns: the message objects sent (1..5). */
+    line: z.strictObject({ messages: lineContentSchema }).nullish(),
   })
   .superRefine((c, ctx) => {
     if (c.sms != null && c.channel !== 'sms') {
@@ -91,17 +95,101 @@ const createCampaign = z
         ctx.addIssue({ code: 'custom', path: ['castType'], message: 'required for line' });
       if (c.lineOaId == null)
         ctx.addIssue({ code: 'custom', path: ['lineOaId'], message: 'required for line' });
-      if (c.castType === 'multicast' && c.audienceId == null) {
-        ctx.addIssue({ code: 'custom', path: ['audienceId'], message: 'required for a line multicast' });
-      }
+      lineTargetRules(c, ctx);
+      if (c.line == null) ctx.addIssue({ code: 'custom', path: ['line'], message: 'required for line' });
     } else {
-      for (const field of ['castType', 'audienceId', 'lineOaId'] as const) {
+      for (const field of ['castType', 'audienceId', 'lineOaId', 'line'] as const) {
         if (c[field] != null)
           ctx.addIssue({ code: 'custom', path: [field], message: 'only for line campaigns' });
       }
     }
     deadlineAfterStart(c.startAt, c.dispatchDeadline, ctx);
   });
+
+/** A multicast needs an audience; a narrowcast's audience is a LINE audience group id (digits). */
+function lineTargetRules(
+  c: { castType?: string | null | undefined; audienceId?: string | null | undefined },
+  ctx: Ctx,
+): void {
+  if ((c.castType === 'multicast' || c.castType === 'narrowcast') && c.audienceId == null) {
+    ctx.addIssue({ code: 'custom', path: ['audienceId'], message: `required for a line ${c.castType}` });
+  }
+  if (c.castType === 'narrowcast' && c.audienceId != null && !/^[1-9][0-9]{0,17}$/.test(c.audienceId)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['audienceId'],
+      message: 'a narrowcast audience is a LINE audience group id (digits)',
+    });
+  }
+}
+
+/**
+ * A CMS edit (seed 000) of a campaign not yet claimed: any of name, audience, cast type, official account
+ * and (LINE) content. Absent fields are kept; decide refuses an edit that changes nothing.
+ */
+const editCampaign = z
+  .strictObject({
+    type: z.literal('EditCampaign'),
+    ...base,
+    name: text(200).optional(),
+    castType: z.enum(CAST_TYPES).optional(),
+    audienceId: identifier.nullable().optional(),
+    lineOaId: identifier.optional(),
+    messages: lineContentSchema.optional(),
+  })
+  .superRefine((c, ctx) => {
+    if (
+      c.name === undefined &&
+      c.castType === undefined &&
+      c.audienceId === undefined &&
+      c.lineOaId === undefined &&
+      c.messages === undefined
+    ) {
+      ctx.addIssue({ code: 'custom', path: ['name'], message: 'an edit needs at least one field' });
+    }
+  });
+
+/** What a LINE call came to, as the delivery worker records it. */
+const lineCallFailure = z.strictObject({
+  kind: z.enum(['throttled', 'transient', 'rejected', 'quota']),
+  status: z.number().int().nullable(),
+  requestId: z.string().nullable(),
+  message: text(2000),
+  details: z.array(z.strictObject({ message: z.string().optional(), property: z.string().optional() })).optional(),
+  retryAfterMs: z.number().int().nonnegative().nullable().optional(),
+});
+
+/**
+ * One step of a LINE delivery under the live claim: the plan (first attempt only), a chunk accepted by LINE
+ * (first time, or 409 with the earlier request id), a chunk given up as unconfirmed, or a failed call.
+ */
+const advanceLineDelivery = z.strictObject({
+  type: z.literal('AdvanceLineDelivery'),
+  ...base,
+  epoch,
+  step: z.discriminatedUnion('type', [
+    z.strictObject({
+      type: z.literal('plan'),
+      chunks: z.number().int().positive(),
+      recipients: count.nullable(),
+    }),
+    z.strictObject({
+      type: z.literal('accepted'),
+      chunk: count,
+      recipients: count.max(LINE_MULTICAST_MAX).nullable(),
+      cursor: z.string().min(1).nullable(),
+      requestId: z.string().min(1).nullable(),
+      acceptedRequestId: z.string().min(1).nullable(),
+    }),
+    z.strictObject({
+      type: z.literal('unconfirmed'),
+      chunk: count,
+      recipients: count.max(LINE_MULTICAST_MAX).nullable(),
+      cursor: z.string().min(1).nullable(),
+    }),
+    z.strictObject({ type: z.literal('failed'), chunk: count, failure: lineCallFailure }),
+  ]),
+});
 
 /** An SMS campaign with recipients is activated by its charge (seed 003, step 10); LINE campaigns carry none. */
 const activateCampaign = z.strictObject({
@@ -152,7 +240,6 @@ const failCampaign = z.strictObject({
   clearRecipients: z.literal(true).optional(),
 });
 
-const count = z.number().int().nonnegative();
 
 /**
  * A CSV build worker claims a BUILDING campaign's build (seed 003's CampaignBuildWorker): a new attempt,
@@ -434,6 +521,8 @@ export const campaignCommandSchema = z.discriminatedUnion('type', [
   recordRefunds,
   withdrawUnsent,
   recordWithdrawalRefund,
+  editCampaign,
+  advanceLineDelivery,
 ]);
 
 /** What callers pass (times as Date or ISO string). */
@@ -470,6 +559,10 @@ export type ReleaseRetries = z.input<typeof releaseRetries>;
 export type RecordRefunds = z.input<typeof recordRefunds>;
 export type WithdrawUnsent = z.input<typeof withdrawUnsent>;
 export type RecordWithdrawalRefund = z.input<typeof recordWithdrawalRefund>;
+export type EditCampaign = z.input<typeof editCampaign>;
+export type AdvanceLineDelivery = z.input<typeof advanceLineDelivery>;
+export type LineDeliveryStep = AdvanceLineDelivery['step'];
+export type LineCallFailure = z.input<typeof lineCallFailure>;
 
 export const CAMPAIGN_COMMAND_TYPES = campaignCommandSchema.options.map(
   (option) => option.shape.type.value,

@@ -14,6 +14,7 @@ import { canonicalMoney, toUnits } from '../sms/money.js';
 import { ms } from '../time.js';
 import { type CampaignCommand, type ParsedCampaignCommand, parseCampaignCommand } from './commands.js';
 import type { CampaignEvent } from './events.js';
+import { lineDeliveryDone, lineRetryKey, nextChunkKeyExpired, plannedChunks } from './line.js';
 import { CAMPAIGN_OPERATIONS, type CampaignOperationEntry } from './operations.js';
 import { resendChargeKey, type SmsCampaignFacts, withdrawable, withdrawalKey } from './sms.js';
 import {
@@ -49,6 +50,7 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
           mode: c.mode,
           at: c.now,
           ...(c.sms ? { sms: c.sms } : {}),
+          ...(c.line ? { line: { messages: c.line.messages } } : {}),
         },
       },
     ];
@@ -146,7 +148,24 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
     case 'CompleteCampaign': {
       const s = requireStatus(c, state, ['DISPATCHING']);
       requireEpoch(c, s, c.epoch);
+      if (s.channel === 'line') {
+        // A LINE campaign is complete when every planned chunk is done; given-up chunks make it PARTIAL.
+        if (s.line === null || !lineDeliveryDone(s.line)) {
+          const done = s.line?.plan ? `${s.line.progress.chunksDone} of ${s.line.plan.chunks}` : 'no';
+          throw illegal(c, s, `${done} chunks of its LINE delivery are done`);
+        }
+        if (s.line.progress.chunksUnconfirmed > 0) {
+          return [{ type: 'CampaignPartiallyCompleted', data: { epoch: c.epoch, at: now } }];
+        }
+      }
       return [{ type: 'CampaignCompleted', data: { epoch: c.epoch, at: now } }];
+    }
+    case 'EditCampaign':
+      return editEvents(c, requireOperation(c, state, CAMPAIGN_OPERATIONS.edit));
+    case 'AdvanceLineDelivery': {
+      const s = requireStatus(c, state, ['DISPATCHING']);
+      requireEpoch(c, s, c.epoch);
+      return lineDeliveryEvents(c, s);
     }
     case 'FailCampaign': {
       const s = requireStatus(c, state, ['DRAFT', 'BUILDING', 'DISPATCHING']);
@@ -555,6 +574,114 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
     default:
       return assertNever(c, 'campaign command');
   }
+}
+
+/** The fields an edit changes (only those that differ), checked as a whole against the LINE rules. */
+function editEvents(
+  c: ParsedCampaignCommand & { type: 'EditCampaign' },
+  s: ExistingCampaign,
+): CampaignEvent[] {
+  const lineFields = (['castType', 'audienceId', 'lineOaId', 'messages'] as const).filter(
+    (field) => c[field] !== undefined,
+  );
+  if (s.channel !== 'line' && lineFields.length > 0) {
+    throw new ValidationError(`invalid EditCampaign: ${lineFields.join(', ')} only for line campaigns`, {
+      command: c.type,
+      field: lineFields[0],
+    });
+  }
+  const castType = c.castType ?? s.castType;
+  const audienceId = c.audienceId !== undefined ? c.audienceId : s.audienceId;
+  if (s.channel === 'line') {
+    if ((castType === 'multicast' || castType === 'narrowcast') && audienceId === null) {
+      throw new ValidationError(`invalid EditCampaign: a line ${castType} needs an audienceId`, {
+        command: c.type,
+        field: 'audienceId',
+      });
+    }
+    if (castType === 'narrowcast' && audienceId !== null && !/^[1-9][0-9]{0,17}$/.test(audienceId)) {
+      throw new ValidationError(
+        'invalid EditCampaign: a narrowcast audience is a LINE audience group id (digits)',
+        { command: c.type, field: 'audienceId' },
+      );
+    }
+  }
+  const changes: Extract<CampaignEvent, { type: 'CampaignEdited' }>['data']['changes'] = {
+    ...(c.name !== undefined && c.name !== s.name ? { name: c.name } : {}),
+    ...(c.castType !== undefined && c.castType !== s.castType ? { castType: c.castType } : {}),
+    ...(c.audienceId !== undefined && c.audienceId !== s.audienceId ? { audienceId: c.audienceId } : {}),
+    ...(c.lineOaId !== undefined && c.lineOaId !== s.lineOaId ? { lineOaId: c.lineOaId } : {}),
+    ...(c.messages !== undefined && JSON.stringify(c.messages) !== JSON.stringify(s.line?.messages ?? null)
+      ? { messages: c.messages }
+      : {}),
+  };
+  // An edit that changes nothing is accepted and records nothing (a repeated PATCH is harmless).
+  if (Object.keys(changes).length === 0) return [];
+  return [{ type: 'CampaignEdited', data: { changes, at: c.now } }];
+}
+
+/** One step of a LINE delivery: in plan order, each chunk once, under the plan's retry keys. */
+function lineDeliveryEvents(
+  c: ParsedCampaignCommand & { type: 'AdvanceLineDelivery' },
+  s: CampaignIn<'DISPATCHING'>,
+): CampaignEvent[] {
+  const { step, epoch, now } = c;
+  if (s.line === null || s.castType === null) throw illegal(c, s, 'it has no LINE content');
+  const { plan, progress } = s.line;
+  const multicast = s.castType === 'multicast';
+  if (step.type === 'plan') {
+    if (plan !== null) throw illegal(c, s, `its delivery was planned under epoch ${plan.epoch}`);
+    const expected = multicast && step.recipients !== null ? plannedChunks(s.castType, step.recipients) : 1;
+    if (multicast === (step.recipients === null) || step.chunks !== expected || step.recipients === 0) {
+      throw new ValidationError(
+        `invalid AdvanceLineDelivery: a ${s.castType} of ${step.recipients ?? 'all'} recipients takes ${expected} chunk(s), not ${step.chunks}`,
+        { command: c.type, field: 'step.chunks' },
+      );
+    }
+    return [
+      {
+        type: 'LineDeliveryPlanned',
+        data: { epoch, chunks: step.chunks, recipients: step.recipients, at: now },
+      },
+    ];
+  }
+  if (plan === null) throw illegal(c, s, 'its LINE delivery is not planned');
+  if (step.chunk !== progress.chunksDone || step.chunk >= plan.chunks) {
+    throw illegal(
+      c,
+      s,
+      `chunk ${step.chunk} is not the next one (${progress.chunksDone} of ${plan.chunks} chunks done)`,
+    );
+  }
+  const retryKey = lineRetryKey(s.campaignId, plan.epoch, step.chunk);
+  if (step.type === 'failed') {
+    return [{ type: 'LineCallFailed', data: { epoch, chunk: step.chunk, retryKey, ...step.failure, at: now } }];
+  }
+  if (multicast === (step.recipients === null) || multicast === (step.cursor === null)) {
+    throw new ValidationError(
+      `invalid AdvanceLineDelivery: a ${s.castType} chunk ${multicast ? 'names' : 'has no'} recipients and cursor`,
+      { command: c.type, field: 'step.recipients' },
+    );
+  }
+  const chunk = { epoch, chunk: step.chunk, retryKey, recipients: step.recipients, cursor: step.cursor, at: now };
+  if (step.type === 'unconfirmed') {
+    if (!nextChunkKeyExpired(s.line, new Date(now))) {
+      throw illegal(c, s, `chunk ${step.chunk}'s retry key is still valid: it is re-sent, not given up`);
+    }
+    return [{ type: 'LineChunkUnconfirmed', data: chunk }];
+  }
+  if (step.requestId === null && step.acceptedRequestId === null) {
+    throw new ValidationError('invalid AdvanceLineDelivery: an accepted chunk carries a LINE request id', {
+      command: c.type,
+      field: 'step.requestId',
+    });
+  }
+  return [
+    {
+      type: 'LineChunkAccepted',
+      data: { ...chunk, requestId: step.requestId, acceptedRequestId: step.acceptedRequestId },
+    },
+  ];
 }
 
 /** The event a recount's final status is recorded by (null: not final yet). */

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { storedInstant } from '../time.js';
 import { validationErrorFrom } from '../validation.js';
+import { lineContentSchema } from './line.js';
 import {
   money,
   recipientsAddedData,
@@ -45,6 +46,64 @@ const campaignCreated = event('CampaignCreated', {
   at: storedInstant,
   /** SMS campaigns only (absent on LINE campaigns and on events written before seed 003's part 1). */
   sms: smsDefinitionSchema.optional(),
+  /** LINE campaigns' content (absent on events written before real LINE delivery, ADR 0021). */
+  line: z.object({ messages: lineContentSchema }).optional(),
+});
+
+/** A CMS edit before the first claim: the fields it changed, with their new values. */
+const campaignEdited = event('CampaignEdited', {
+  changes: z.object({
+    name: id.optional(),
+    castType: z.enum(CAST_TYPES).optional(),
+    audienceId: id.nullable().optional(),
+    lineOaId: id.optional(),
+    messages: lineContentSchema.optional(),
+  }),
+  at: storedInstant,
+});
+
+/** The LINE delivery plan, made at the first delivery attempt; its epoch keys every chunk's retry key. */
+const lineDeliveryPlanned = event('LineDeliveryPlanned', {
+  epoch,
+  chunks: z.number().int().positive(),
+  recipients: count.nullable(),
+  at: storedInstant,
+});
+
+const lineChunk = {
+  epoch,
+  chunk: count,
+  /** The chunk's retry key (X-Line-Retry-Key). */
+  retryKey: z.uuid(),
+  /** User ids in the chunk (null for a broadcast or narrowcast). */
+  recipients: count.nullable(),
+  /** The chunk's last user id: the next chunk starts after it (null for a broadcast or narrowcast). */
+  cursor: z.string().nullable(),
+  at: storedInstant,
+};
+
+/** LINE accepted the chunk: now (x-line-request-id), or earlier under the same key (409, the accepted id). */
+const lineChunkAccepted = event('LineChunkAccepted', {
+  ...lineChunk,
+  requestId: z.string().nullable(),
+  acceptedRequestId: z.string().nullable(),
+});
+
+/** The chunk may have reached LINE before a crash, and its key may have expired: given up, not re-sent. */
+const lineChunkUnconfirmed = event('LineChunkUnconfirmed', lineChunk);
+
+/** A LINE call that did not deliver: throttled (429), transient (5xx, network), rejected (4xx) or quota. */
+const lineCallFailed = event('LineCallFailed', {
+  epoch,
+  chunk: count,
+  retryKey: z.uuid(),
+  kind: z.enum(['throttled', 'transient', 'rejected', 'quota']),
+  status: z.number().int().nullable(),
+  requestId: z.string().nullable(),
+  message: z.string(),
+  details: z.array(z.object({ message: z.string().optional(), property: z.string().optional() })).optional(),
+  retryAfterMs: z.number().int().nonnegative().nullable().optional(),
+  at: storedInstant,
 });
 
 const campaignActivated = event('CampaignActivated', {
@@ -247,6 +306,11 @@ export const campaignEventSchema = z.discriminatedUnion('type', [
   campaignRecipientsRefunded,
   campaignUnsentWithdrawn,
   campaignWithdrawalRefunded,
+  campaignEdited,
+  lineDeliveryPlanned,
+  lineChunkAccepted,
+  lineChunkUnconfirmed,
+  lineCallFailed,
 ]);
 
 export type CampaignEvent = z.infer<typeof campaignEventSchema>;
@@ -279,6 +343,11 @@ export type CampaignRetriesReleased = z.infer<typeof campaignRetriesReleased>;
 export type CampaignRecipientsRefunded = z.infer<typeof campaignRecipientsRefunded>;
 export type CampaignUnsentWithdrawn = z.infer<typeof campaignUnsentWithdrawn>;
 export type CampaignWithdrawalRefunded = z.infer<typeof campaignWithdrawalRefunded>;
+export type CampaignEdited = z.infer<typeof campaignEdited>;
+export type LineDeliveryPlanned = z.infer<typeof lineDeliveryPlanned>;
+export type LineChunkAccepted = z.infer<typeof lineChunkAccepted>;
+export type LineChunkUnconfirmed = z.infer<typeof lineChunkUnconfirmed>;
+export type LineCallFailed = z.infer<typeof lineCallFailed>;
 
 export const CAMPAIGN_EVENT_TYPES = campaignEventSchema.options.map(
   (option) => option.shape.type.value,

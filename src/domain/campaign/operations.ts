@@ -4,6 +4,7 @@
  * of a campaign lists those its state allows (`commands`), which the dashboard renders.
  */
 import type { Operation } from '../operations.js';
+import { lineDeliveryDone } from './line.js';
 import { DELETABLE_STATUSES, type ExistingCampaign } from './state.js';
 import type { CampaignStatus } from './status.js';
 
@@ -52,8 +53,21 @@ export const CAMPAIGN_OPERATIONS = {
         ? ['QUEUED', 'SCHEDULED', 'PAUSED', 'DISPATCHING']
         : ['QUEUED', 'SCHEDULED', 'PAUSED'],
   } as CampaignOperationEntry<'QUEUED' | 'SCHEDULED' | 'PAUSED' | 'DISPATCHING'>,
-  // The API resends an SMS campaign's failed recipients (charged once); a LINE campaign is sent whole.
-  resend: live('ResendFailed', ['PARTIAL', 'FAILED'], undefined, (s) => s.sms !== null),
+  // CMS edits (seed 000) until the first claim fixes a LINE campaign's delivery plan.
+  edit: live('EditCampaign', ['DRAFT', 'SCHEDULED'], (s) =>
+    s.line?.plan ? 'it was claimed: its delivery plan and content are fixed' : null,
+  ),
+  // The API resends an SMS campaign's failed recipients (charged once), and a failed LINE campaign's
+  // chunks not yet accepted (under their planned retry keys: an accepted chunk is never sent again).
+  resend: live(
+    'ResendFailed',
+    ['PARTIAL', 'FAILED'],
+    (s) =>
+      s.channel === 'line' && (s.line === null || s.line.plan === null || lineDeliveryDone(s.line))
+        ? 'every chunk of its LINE delivery is done'
+        : null,
+    (s) => s.sms !== null || (s.line !== null && s.line.plan !== null && !lineDeliveryDone(s.line)),
+  ),
   delete: live('DeleteCampaign', DELETABLE_STATUSES),
 } as const satisfies Readonly<Record<string, CampaignOperationEntry>>;
 

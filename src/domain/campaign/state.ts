@@ -10,6 +10,7 @@ import { IllegalStateError } from '../../errors.js';
 import { assertNever } from '../decider.js';
 import { addMoney, toUnits, ZERO_MONEY } from '../sms/money.js';
 import type { CampaignEvent } from './events.js';
+import { type LineCampaignFacts, newLineFacts } from './line.js';
 import { EMPTY_PROGRESS, newSmsFacts, type SmsCampaignFacts, withdrawable } from './sms.js';
 import {
   CAMPAIGN_STATUSES,
@@ -55,6 +56,8 @@ export interface CampaignFields {
   readonly statusChangedAt: string;
   /** SMS campaigns with a definition (seed 003): totals, charge, build attempts, progress; null otherwise. */
   readonly sms: SmsCampaignFacts | null;
+  /** LINE campaigns: content, delivery plan and progress (ADR 0021); null for SMS and pre-issue-20 LINE events. */
+  readonly line: LineCampaignFacts | null;
 }
 
 export interface NoCampaign {
@@ -121,10 +124,11 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
   switch (event.type) {
     case 'CampaignCreated': {
       if (state.status !== 'NONE') throw unfit(state, event);
-      const { mode, at, sms, ...fields } = event.data;
+      const { mode, at, sms, line, ...fields } = event.data;
       return {
         ...fields,
         sms: sms ? newSmsFacts(sms) : null,
+        line: line ? newLineFacts(line.messages) : null,
         status: mode === 'building' ? 'BUILDING' : 'DRAFT',
         claimEpoch: 0,
         claimedAt: null,
@@ -515,6 +519,76 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
           withdrawal: { ...w, refundedAt: event.data.at },
         },
       };
+    }
+    case 'CampaignEdited': {
+      const s = requireStatus(state, event, ['DRAFT', 'SCHEDULED'], { live: true });
+      if (s.line?.plan) throw unfit(state, event, 'its delivery is planned');
+      const { messages, ...fields } = event.data.changes;
+      if (messages !== undefined && s.line === null && s.channel !== 'line') {
+        throw unfit(state, event, 'only a LINE campaign has messages');
+      }
+      return {
+        ...s,
+        ...fields,
+        line: messages !== undefined ? { ...(s.line ?? newLineFacts(messages)), messages } : s.line,
+      };
+    }
+    case 'LineDeliveryPlanned': {
+      const s = requireStatus(state, event, ['DISPATCHING']);
+      expectEpoch(s, event, s.claimEpoch);
+      if (s.line === null || s.line.plan !== null) throw unfit(state, event, 'no LINE content, or planned');
+      const { epoch, chunks, recipients, at } = event.data;
+      return {
+        ...s,
+        line: {
+          ...s.line,
+          plan: { epoch, chunks, recipients, plannedAt: at },
+          progress: { ...s.line.progress, inDoubtSince: at },
+        },
+      };
+    }
+    case 'LineChunkAccepted':
+    case 'LineChunkUnconfirmed':
+    case 'LineCallFailed': {
+      const s = requireStatus(state, event, ['DISPATCHING']);
+      expectEpoch(s, event, s.claimEpoch);
+      const line = s.line;
+      if (line === null || line.plan === null) throw unfit(state, event, 'its LINE delivery is not planned');
+      const p = line.progress;
+      if (event.data.chunk !== p.chunksDone || event.data.chunk >= line.plan.chunks) {
+        throw unfit(state, event, `${p.chunksDone} of ${line.plan.chunks} chunks are done`);
+      }
+      const { at } = event.data;
+      if (event.type === 'LineCallFailed') {
+        const { kind, status, message, requestId } = event.data;
+        const progress = {
+          ...p,
+          failedCalls: p.failedCalls + 1,
+          lastRequestId: requestId ?? p.lastRequestId,
+          lastError: { kind, status, message, requestId },
+        };
+        // A call answered by LINE is a sign of life: the claim's heartbeat (seed 000) runs per call.
+        return { ...s, claimedAt: at, line: { ...line, progress } };
+      }
+      const n = event.data.recipients ?? 0;
+      const done = { ...p, chunksDone: p.chunksDone + 1, cursor: event.data.cursor, inDoubtSince: at };
+      if (event.type === 'LineChunkUnconfirmed') {
+        const progress = {
+          ...done,
+          chunksUnconfirmed: p.chunksUnconfirmed + 1,
+          recipientsUnconfirmed: p.recipientsUnconfirmed + n,
+        };
+        return { ...s, claimedAt: at, line: { ...line, progress } };
+      }
+      const { requestId, acceptedRequestId } = event.data;
+      const progress = {
+        ...done,
+        chunksAccepted: p.chunksAccepted + 1,
+        recipientsAccepted: p.recipientsAccepted + n,
+        duplicates: p.duplicates + (acceptedRequestId !== null ? 1 : 0),
+        lastRequestId: requestId ?? acceptedRequestId,
+      };
+      return { ...s, claimedAt: at, line: { ...line, progress } };
     }
     default:
       return assertNever(event, 'campaign event');

@@ -37,7 +37,8 @@ export function isFinalStatus(status: CampaignStatus | 'NONE'): status is FinalC
 export const CAMPAIGN_CHANNELS = ['line', 'sms'] as const;
 export type CampaignChannel = (typeof CAMPAIGN_CHANNELS)[number];
 
-export const CAST_TYPES = ['broadcast', 'multicast'] as const;
+/** LINE cast types: every friend, the sealed audience's user ids in chunks of 500, or a LINE audience group. */
+export const CAST_TYPES = ['broadcast', 'multicast', 'narrowcast'] as const;
 export type CastType = (typeof CAST_TYPES)[number];
 
 export const CLAIM_TRIGGERS = ['scanner', 'send_now'] as const;
