@@ -15,7 +15,10 @@ import { campaignDashboardRoutes } from './dashboard-routes.js';
 import { campaignDemo } from './demo.js';
 import { campaignAggregate } from './descriptor.js';
 import { dispatchStatsProjection } from './dispatch-stats.js';
-import { LineDeliveryWorker, lineDispatchPayload } from './line-delivery.js';
+import { lineRoles } from './line/cli.js';
+import { lineDeliveryHandler, lineDispatchPayload } from './line/delivery.js';
+import { lineRoutes } from './line/routes.js';
+import { lineSimulatorRole } from './line/simulator/role.js';
 import { campaignPorts } from './ports.js';
 import { type CampaignServices, campaignRoutes } from './routes.js';
 import { CampaignService } from './service.js';
@@ -109,19 +112,29 @@ export const campaignRegistration = defineAggregate({
       transport: 'amqp',
       sources: LINE_QUEUES,
       parse: (payload) => lineDispatchPayload.parse(payload),
-      handler: new LineDeliveryWorker({
+      // Each delivery holds its inbox transaction and records chunks on a second connection.
+      prefetch: context.config.line.deliveryConcurrency,
+      handler: lineDeliveryHandler({
         handler: context.handler,
         logger: context.logger,
-        port: context.ports.lineDelivery,
+        messaging: context.ports.lineMessaging,
+        directory: context.ports.lineDirectory,
+        rateLimiter: context.ports.lineRateLimiter,
+        settings: context.config.line,
         heartbeatMs: context.config.campaign.heartbeatMs,
-      }).handle,
+      }),
     }),
     // Delivery reports from the gateway (or the simulator) into sms_delivery_report.
     ...smsDlrConsumers(context),
   ],
   projections: [dispatchStatsProjection],
   service: ({ config, db, handler, ports }): CampaignServices => ({
-    campaigns: new CampaignService({ db, handler }),
+    campaigns: new CampaignService({
+      db,
+      handler,
+      lineReadiness: (campaign) => ports.lineDirectory.readiness(campaign),
+    }),
+    line: ports.lineDirectory,
     sms: new SmsCampaignService({
       db,
       handler,
@@ -136,10 +149,11 @@ export const campaignRegistration = defineAggregate({
       await app.register(campaignRoutes, deps);
       await app.register(smsCampaignRoutes, deps);
       await app.register(campaignDashboardRoutes, deps);
+      await app.register(lineRoutes, deps);
     },
     topics: { campaigns: [campaignAggregate.streamType, LINE_DELIVERY_STREAM_TYPE] },
   },
-  cli: campaignRoles,
+  cli: { ...campaignRoles, ...lineRoles, 'line-simulator': lineSimulatorRole },
   roles: { tick: tickRole },
   demo: campaignDemo,
 });
@@ -166,7 +180,9 @@ export {
   type RuleIssue,
   SmsValidationError,
 } from '../../domain/sms/campaign-request.js';
-export { type LineDeliveryPort, recordingLineDeliveryPort } from './line-delivery.js';
+export type { LineMessagingPort, LineOutcome } from '../../adapters/line/messaging-api.js';
+export { LineDirectory } from './line/directory.js';
+export { type LineSettings, lineSettings } from './line/settings.js';
 export type { CampaignPorts } from './ports.js';
 export type { CampaignServices } from './routes.js';
 export { CampaignService, type CampaignServiceDeps, type NewCampaign } from './service.js';

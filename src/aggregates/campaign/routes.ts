@@ -36,10 +36,12 @@ import {
 } from '../../api/schemas.js';
 import { page, view } from '../../api/views.js';
 import { campaignCommandSchema } from '../../domain/campaign/commands.js';
+import { lineContentSchema } from '../../domain/campaign/line.js';
 import { CAMPAIGN_CHANNELS, CAMPAIGN_STATUSES } from '../../domain/campaign/status.js';
 import { CAMPAIGN_OPERATIONS, type ExistingCampaign } from '../../domain/campaign.js';
 import { ValidationError } from '../../errors.js';
 import type { EventMeta } from '../../ports/events.js';
+import type { LineDirectory } from './line/directory.js';
 import type { CampaignService } from './service.js';
 import { createSmsCampaign, smsCampaignBody } from './sms/routes.js';
 import type { SmsCampaignService } from './sms/service.js';
@@ -50,6 +52,8 @@ export interface CampaignServices {
   campaigns: CampaignService;
   /** SMS campaigns (ADR 0014): on the pool only — it runs its own transactions and reserves its own keys. */
   sms: SmsCampaignService;
+  /** LINE channel credentials and audiences (ADR 0021). */
+  line: LineDirectory;
 }
 
 /** The campaign, when the principal's organization owns it (a 404 otherwise). */
@@ -62,6 +66,7 @@ export const ownCampaign = (
 const create = commandSchema(campaignCommandSchema.options, 'CreateCampaign').shape;
 const schedule = commandSchema(campaignCommandSchema.options, 'ScheduleCampaign').shape;
 const cancel = commandSchema(campaignCommandSchema.options, 'CancelCampaign').shape;
+const edit = commandSchema(campaignCommandSchema.options, 'EditCampaign').shape;
 
 const lineCampaignBody = z
   .strictObject({
@@ -70,6 +75,9 @@ const lineCampaignBody = z
     castType: create.castType,
     audienceId: create.audienceId,
     lineOaId: create.lineOaId,
+    line: z
+      .strictObject({ messages: lineContentSchema })
+      .describe('the LINE message objects sent (1..5), validated against LINE’s Messaging API shapes'),
     idempotencyKey: create.idempotencyKey.describe(
       "the organization's own unique key for this campaign (seed 003); distinct from the Idempotency-Key header",
     ),
@@ -163,6 +171,16 @@ async function rescheduleCampaign(
   if (b.startAt === undefined) throw new ValidationError('startAt is required', { field: 'startAt' });
   return s.campaigns.reschedule(id, b.startAt, b.dispatchDeadline, meta);
 }
+
+const editBody = z
+  .strictObject({
+    name: edit.name,
+    castType: edit.castType,
+    audienceId: edit.audienceId,
+    lineOaId: edit.lineOaId,
+    messages: edit.messages,
+  })
+  .meta({ id: 'CampaignEdit' });
 
 const listQuery = z.strictObject({
   status: z.enum(CAMPAIGN_STATUSES).optional(),
@@ -329,6 +347,25 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> 
     'Cancel (QUEUED, SCHEDULED or PAUSED; an SMS campaign also DISPATCHING → CANCELLING → CANCELLED once its unsent recipients are refunded)',
     cancelBody,
     (s, id, b: z.output<typeof cancelBody>, meta) => s.campaigns.cancel(id, b?.reason, meta),
+  );
+
+  app.patch(
+    '/campaigns/:id',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary:
+          'Edit a campaign (seed 000 CMS): name, cast type, audience, official account, LINE messages; DRAFT or SCHEDULED, 409 once claimed',
+        description: IDEMPOTENCY_HEADER_DOC,
+        headers: idempotencyHeaders,
+        params: uuidParams,
+        body: editBody,
+        response: campaignResponse(200),
+      },
+    },
+    commandOn(commands, ownCampaign, async (s, id, b: z.output<typeof editBody>, meta) =>
+      campaignOut(await s.campaigns.edit(id, b, meta)),
+    ),
   );
 
   app.delete(

@@ -14,9 +14,10 @@ import {
   type CampaignEvent,
   type CampaignState,
   type CreateCampaign,
+  type EditCampaign,
   type ExistingCampaign,
 } from '../../domain/campaign.js';
-import { ConflictError, NotFoundError } from '../../errors.js';
+import { ConflictError, NotFoundError, ValidationError } from '../../errors.js';
 import type { AggregateCommands, CommandHandler, CommandResult } from '../../eventstore/command-handler.js';
 import type { Database } from '../../ports/database.js';
 import type { EventMeta, StoredEvent } from '../../ports/events.js';
@@ -27,10 +28,20 @@ type WithoutCommandFields<C> = Omit<C, 'type' | 'now' | 'campaignId'>;
 
 export type NewCampaign = WithoutCommandFields<CreateCampaign> & { campaignId?: string };
 
+/** Why a LINE campaign cannot go on its way to dispatch yet (its channel credentials, its audience), or null. */
+export type LineReadiness = (
+  campaign: Pick<ExistingCampaign, 'organizationId' | 'channel' | 'castType' | 'audienceId' | 'lineOaId'>,
+) => Promise<{ field: string; reason: string } | null>;
+
 export interface CampaignServiceDeps {
   db: Database;
   handler: CommandHandler;
+  /** Checked before a LINE campaign is scheduled, activated, sent or resent (absent: not checked). */
+  lineReadiness?: LineReadiness;
 }
+
+/** A CMS edit: the fields to change (absent ones are kept). */
+export type CampaignEdit = WithoutCommandFields<EditCampaign>;
 
 export class CampaignService {
   private readonly campaigns: AggregateCommands<CampaignState, CampaignCommand, CampaignEvent>;
@@ -64,7 +75,8 @@ export class CampaignService {
   }
 
   /** DRAFT → SCHEDULED at `startAt` (optionally with a dispatch deadline). */
-  schedule(campaignId: string, startAt: Times, dispatchDeadline?: Times | null, meta?: EventMeta) {
+  async schedule(campaignId: string, startAt: Times, dispatchDeadline?: Times | null, meta?: EventMeta) {
+    await this.requireReady(campaignId);
     return this.run(
       campaignId,
       (now) => ({
@@ -79,12 +91,14 @@ export class CampaignService {
   }
 
   /** DRAFT/BUILDING → QUEUED (no future startAt) or SCHEDULED. */
-  activate(campaignId: string, meta?: EventMeta) {
+  async activate(campaignId: string, meta?: EventMeta) {
+    await this.requireReady(campaignId);
     return this.run(campaignId, (now) => ({ type: 'ActivateCampaign', campaignId, now }), meta);
   }
 
   /** QUEUED/SCHEDULED → DISPATCHING at once: the scanner's claim, without waiting for the scanner. */
-  sendNow(campaignId: string, meta?: EventMeta) {
+  async sendNow(campaignId: string, meta?: EventMeta) {
+    await this.requireReady(campaignId);
     return this.run(campaignId, (now) => ({ type: 'SendNow', campaignId, now }), meta);
   }
 
@@ -130,6 +144,33 @@ export class CampaignService {
     );
   }
 
+  /**
+   * Seed 000's CMS edit (DRAFT or SCHEDULED, until the first claim). A SCHEDULED campaign stays ready:
+   * the edited campaign is checked as a schedule would check it.
+   */
+  async edit(campaignId: string, edit: CampaignEdit, meta?: EventMeta) {
+    const current = await this.get(campaignId);
+    if (current.status === 'SCHEDULED') {
+      await this.requireReady(campaignId, {
+        ...current,
+        ...(edit.castType !== undefined ? { castType: edit.castType } : {}),
+        ...(edit.audienceId !== undefined ? { audienceId: edit.audienceId } : {}),
+        ...(edit.lineOaId !== undefined ? { lineOaId: edit.lineOaId } : {}),
+      });
+    }
+    return this.run(campaignId, (now) => ({ ...edit, type: 'EditCampaign', campaignId, now }), meta);
+  }
+
+  /** A failed LINE campaign's chunks not yet accepted, again (PARTIAL/FAILED → QUEUED; same retry keys). */
+  async resend(campaignId: string, reason?: string, meta?: EventMeta) {
+    await this.requireReady(campaignId);
+    return this.run(
+      campaignId,
+      (now) => ({ type: 'ResendFailed', campaignId, now, ...(reason ? { reason } : {}) }),
+      meta,
+    );
+  }
+
   delete(campaignId: string, meta?: EventMeta) {
     return this.run(campaignId, (now) => ({ type: 'DeleteCampaign', campaignId, now }), meta);
   }
@@ -148,6 +189,21 @@ export class CampaignService {
 
   history(campaignId: string, until?: Date): Promise<StoredEvent[]> {
     return readStream(this.deps.db, CAMPAIGN_STREAM_TYPE, campaignId, until ? { until } : {});
+  }
+
+  /** A LINE campaign's channel credentials and audience must be in place before it is on its way. */
+  private async requireReady(campaignId: string, campaign?: ExistingCampaign): Promise<void> {
+    const { lineReadiness } = this.deps;
+    if (!lineReadiness) return;
+    const c = campaign ?? (await this.get(campaignId));
+    if (c.channel !== 'line') return;
+    const refused = await lineReadiness(c);
+    if (refused) {
+      throw new ValidationError(`campaign ${campaignId} cannot be sent yet: ${refused.reason}`, {
+        field: refused.field,
+        campaignId,
+      });
+    }
   }
 
   private async run(

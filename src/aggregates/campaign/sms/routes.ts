@@ -12,7 +12,7 @@ import multipart from '@fastify/multipart';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { principalOf, REPLAY_HEADER, requestKeyOf } from '../../../api/http.js';
+import { owned, principalOf, REPLAY_HEADER, requestKeyOf, sendCommand } from '../../../api/http.js';
 import type { RouteDeps } from '../../../api/module.js';
 import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders } from '../../../api/routes/common.js';
 import { uuidParams } from '../../../api/schemas.js';
@@ -161,7 +161,7 @@ export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices
       schema: {
         tags: ['campaigns'],
         summary:
-          "Resend an SMS campaign's failed recipients (PARTIAL or FAILED): charged their cost once with the key campaign:{id}:resend:{n}, then QUEUED",
+          "Resend a PARTIAL or FAILED campaign: an SMS campaign's failed recipients, charged their cost once with the key campaign:{id}:resend:{n}; a FAILED LINE campaign's chunks not yet accepted, under their planned retry keys. Then QUEUED",
         description: `${IDEMPOTENCY_HEADER_DOC} Errors: 409 naming the status, or while refunds are still pending; 402 when the balance does not cover the resend (nothing changes); 502 when billing is unreachable (the charge is reversed by its key).`,
         headers: idempotencyHeaders,
         params: uuidParams,
@@ -172,6 +172,15 @@ export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices
     async (request, reply) => {
       const principal = principalOf(request);
       const reason = request.body?.reason;
+      const { id } = request.params;
+      const campaign = await owned('campaign', id, principal, () => commands.readers.campaigns.get(id));
+      if (campaign.channel === 'line') {
+        // A LINE campaign resends its chunks not yet accepted, under their planned retry keys (ADR 0021).
+        return sendCommand(commands, request, reply, async (s, meta) => ({
+          status: 200,
+          body: campaignOut(await s.campaigns.resend(id, reason, meta)),
+        }));
+      }
       const result = await sms.resend(request.params.id, reason ? { reason } : {}, {
         organizationId: principal.organizationId,
         meta: { actor: principal.actor, correlationId: request.id },
