@@ -6,8 +6,11 @@
  * is applied once per --key); and the operator-network test double. ADR 0014, ADR 0019.
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { listRecipients, loadUpload } from '../../adapters/postgres/sms-queries.js';
 import { json, oneShot, out, parse, servicesOn, UsageError } from '../../cli/one-shot.js';
+import { describeLineContent, type LineMessage } from '../../domain/campaign/line.js';
+import { CAST_TYPES, type CastType } from '../../domain/campaign/status.js';
 import type { CampaignOperation, ExistingCampaign } from '../../domain/campaign.js';
 import { NotFoundError } from '../../errors.js';
 import type { Database } from '../../ports/database.js';
@@ -23,7 +26,8 @@ import { smsSimulatorRole } from './sms/simulator.js';
 const USAGE =
   'herald campaigns show <id> [--json] | recipients <id> [--after <id>] [--limit <n>] [--json] | ' +
   'pause|resume|cancel <id> [--reason <text>] | reschedule <id> <time> [--reason <text>] | ' +
-  'resend <id> [--dry-run] [--reason <text>]';
+  'resend <id> [--dry-run] [--reason <text>] | ' +
+  'edit <id> [--name <text>] [--cast-type broadcast|multicast|narrowcast] [--audience <id>] [--oa <id>] [--messages-file <json>]';
 
 const OPTIONS = {
   json: { type: 'boolean' },
@@ -31,6 +35,11 @@ const OPTIONS = {
   limit: { type: 'string' },
   reason: { type: 'string' },
   'dry-run': { type: 'boolean' },
+  name: { type: 'string' },
+  'cast-type': { type: 'string' },
+  audience: { type: 'string' },
+  oa: { type: 'string' },
+  'messages-file': { type: 'string' },
 } as const;
 
 /** The operator commands the CLI offers: names of the campaign's operation catalogue. */
@@ -40,6 +49,7 @@ const CONTROLS: readonly string[] = [
   'cancel',
   'reschedule',
   'resend',
+  'edit',
 ] satisfies CampaignOperation[];
 
 /** The lines `herald campaigns show` prints for a campaign. */
@@ -57,8 +67,7 @@ export function describeCampaign(
   if (c.dispatchDeadline) lines.push(`  dispatch deadline ${c.dispatchDeadline}`);
   const s = c.sms;
   if (!s) {
-    if (c.channel === 'line')
-      lines.push(`  line ${c.castType} from ${c.lineOaId} to ${c.audienceId ?? 'every friend'}`);
+    if (c.channel === 'line') lines.push(...describeLine(c));
     return lines;
   }
   lines.push(
@@ -112,6 +121,69 @@ export function describeCampaign(
   return lines;
 }
 
+/** A LINE campaign's target, content and delivery progress (each chunk's LINE request id is in its events). */
+function describeLine(c: ExistingCampaign): string[] {
+  const to =
+    c.castType === 'broadcast'
+      ? 'every friend'
+      : c.castType === 'narrowcast'
+        ? `audience group ${c.audienceId}`
+        : `audience ${c.audienceId}`;
+  const lines = [`  line ${c.castType} from ${c.lineOaId} to ${to}`];
+  if (!c.line) return lines;
+  lines.push(`  messages (${c.line.messages.length}): ${describeLineContent(c.line.messages)}`);
+  const { plan, progress: p } = c.line;
+  if (!plan) {
+    lines.push('  delivery: not planned yet (planned at the first delivery attempt)');
+    return lines;
+  }
+  const failed =
+    plan.recipients === null ? '' : `, not delivered ${plan.recipients - p.recipientsAccepted - p.recipientsUnconfirmed}`;
+  lines.push(
+    `  delivery: chunks ${p.chunksDone}/${plan.chunks} done (accepted ${p.chunksAccepted}, unconfirmed ${p.chunksUnconfirmed}); ` +
+      `recipients accepted ${p.recipientsAccepted}${plan.recipients === null ? '' : `/${plan.recipients}`}, unconfirmed ${p.recipientsUnconfirmed}${failed}; ` +
+      `409 duplicates ${p.duplicates}, failed calls ${p.failedCalls}; retry keys of plan epoch ${plan.epoch} (planned ${plan.plannedAt})`,
+  );
+  if (p.lastRequestId) lines.push(`  last x-line-request-id ${p.lastRequestId}`);
+  if (p.lastError) {
+    const e = p.lastError;
+    lines.push(`  last LINE error: ${e.kind}${e.status ? ` ${e.status}` : ''}: ${e.message}${e.requestId ? ` (${e.requestId})` : ''}`);
+  }
+  return lines;
+}
+
+/** `herald campaigns edit`: the CMS edit of a DRAFT or SCHEDULED campaign. */
+async function editCampaign(
+  generic: CampaignServices['campaigns'],
+  id: string,
+  values: Record<string, string | boolean | undefined>,
+  meta: { actor: string; correlationId: string },
+) {
+  const castType = values['cast-type'];
+  if (castType !== undefined && !CAST_TYPES.includes(castType as CastType)) {
+    throw new UsageError(`--cast-type must be one of ${CAST_TYPES.join(', ')}`);
+  }
+  let messages: unknown;
+  if (typeof values['messages-file'] === 'string') {
+    try {
+      messages = JSON.parse(readFileSync(values['messages-file'], 'utf8'));
+    } catch (error) {
+      throw new UsageError(`--messages-file: ${(error as Error).message}`);
+    }
+  }
+  return generic.edit(
+    id,
+    {
+      ...(typeof values.name === 'string' ? { name: values.name } : {}),
+      ...(castType !== undefined ? { castType: castType as CastType } : {}),
+      ...(typeof values.audience === 'string' ? { audienceId: values.audience } : {}),
+      ...(typeof values.oa === 'string' ? { lineOaId: values.oa } : {}),
+      ...(messages !== undefined ? { messages: messages as LineMessage[] } : {}),
+    },
+    meta,
+  );
+}
+
 /** `herald campaigns pause|resume|cancel|reschedule|resend`: the SMS controls, or the generic commands for LINE. */
 async function control(
   db: Database,
@@ -119,7 +191,10 @@ async function control(
   sub: string,
   campaign: ExistingCampaign,
   rest: string[],
-  values: { reason?: string | undefined; 'dry-run'?: boolean | undefined; json?: boolean | undefined },
+  values: { reason?: string | undefined; 'dry-run'?: boolean | undefined; json?: boolean | undefined } & Record<
+    string,
+    string | boolean | undefined
+  >,
 ): Promise<number> {
   const { sms, campaigns: generic } = servicesOn<CampaignServices>(context, db);
   const meta = { actor: 'cli', correlationId: randomUUID() };
@@ -156,8 +231,13 @@ async function control(
         : await generic.reschedule(id, time, undefined, meta);
       return show(state, `rescheduled to ${state.startAt}`);
     }
+    case 'edit':
+      return show(await editCampaign(generic, id, values, meta), 'edited');
     case 'resend': {
-      if (!isSms) throw new UsageError('resend is for SMS campaigns');
+      if (!isSms) {
+        if (values['dry-run']) throw new UsageError('--dry-run previews an SMS resend');
+        return show(await generic.resend(id, reason, meta), 'resent (the chunks not yet accepted, same retry keys)');
+      }
       const preview = await sms.resendPreview(id);
       if (values['dry-run']) {
         if (values.json) out(json(preview));
@@ -257,7 +337,7 @@ export const campaignRoles: Record<string, Role<CampaignConfig>> = {
   },
   campaigns: {
     summary:
-      'campaigns: show <id> (status, SMS counters, money, build) | recipients <id> | pause|resume|cancel|reschedule|resend <id>',
+      'campaigns: show <id> (status, SMS counters, money, build, LINE progress) | recipients <id> | pause|resume|cancel|reschedule|resend|edit <id>',
     run: campaignsCommand,
   },
   'sms-simulator': {
