@@ -28,9 +28,13 @@ const out = (line = '') => process.stdout.write(`${line}\n`);
 async function main(): Promise<number> {
   const base = loadConfig(process.env);
   const databaseUrl = await recreateDatabase(base.databaseUrl, DEMO_DATABASE);
+  // What the steps' roles talk to (the LINE test server), started before the roles.
+  const setUps: { env: Readonly<Record<string, string>>; close(): Promise<void> }[] = [];
+  for (const step of heraldRegistry.demos) if (step.setUp) setUps.push(await step.setUp());
   const config = loadConfig({
     // What the slices' steps need for a short demo; the environment given to the demo wins.
     ...Object.assign({}, ...heraldRegistry.demos.map((step) => step.env ?? {})),
+    ...Object.assign({}, ...setUps.map((setUp) => setUp.env)),
     ...process.env,
     DATABASE_URL: databaseUrl,
     HERALD_LOG_LEVEL: process.env.HERALD_LOG_LEVEL ?? 'warn',
@@ -68,6 +72,7 @@ async function main(): Promise<number> {
     controller.abort();
     await roles;
     await runtime.close();
+    for (const setUp of setUps) await setUp.close();
   }
 }
 

@@ -23,6 +23,12 @@ export interface DemoContext<Config extends HeraldConfig = HeraldConfig> {
 export interface DemoStep<Config extends HeraldConfig = HeraldConfig> {
   /** Settings the step needs for a short demo (the environment given to `npm run demo` wins). */
   readonly env?: Readonly<Record<string, string>>;
+  /**
+   * Starts what the step's roles talk to before they start (e.g. a simulator of an outside service),
+   * returning the settings that point at it (over `env`; the environment given to the demo still wins)
+   * and how to stop it. Called once, before the roles; `close` after they stopped.
+   */
+  setUp?(): Promise<{ readonly env: Readonly<Record<string, string>>; close(): Promise<void> }>;
   /** Resolves true when every piece of the slice's demo reached its expected outcome. */
   run(context: DemoContext<Config>): Promise<boolean>;
 }

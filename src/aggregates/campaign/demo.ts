@@ -1,12 +1,15 @@
 /**
  * The campaign slice's part of `npm run demo` (seed 000, then seed 003): a handful of LINE campaigns
  * (broadcast and multicast due in a few seconds, one sent now, one cancelled, one paused then resumed,
- * one scheduled through the API with an Idempotency-Key) watched until each reaches its expected
- * status, with the deliveries and one campaign's event history; then the SMS campaigns
+ * one scheduled through the API with an Idempotency-Key, one edited) delivered through the LINE test
+ * server (a channel and sealed audiences registered through the API), watched until each reaches its
+ * expected status, with each LINE call's request id, the server's counts and one campaign's event
+ * history; then the SMS campaigns
  * (sms/demo.ts). Returns whether every campaign reached its expected final state.
  */
-import { countLineDeliveries } from '../../adapters/postgres/line-delivery-queries.js';
+import { randomBytes } from 'node:crypto';
 import type { DemoApi, DemoContext, DemoStep } from '../../registry/demo.js';
+import { type LineSimulator, startLineSimulator } from './line/simulator/server.js';
 import { CampaignService } from './service.js';
 import type { CampaignConfig } from './settings.js';
 import { runSmsDemo } from './sms/demo.js';
@@ -22,18 +25,50 @@ export const campaignDemo: DemoStep<CampaignConfig> = {
     HERALD_SMS_RETRY_MINUTES: '0',
     HERALD_SMS_RETRY_JITTER_SECONDS: '1',
   },
+  // The LINE test server (it validates every request against LINE's OpenAPI document), before the roles.
+  async setUp() {
+    demoSimulator = await startLineSimulator({ host: '127.0.0.1', port: 0 });
+    const simulator = demoSimulator;
+    return {
+      env: { HERALD_LINE_API_BASE_URL: simulator.url },
+      close: () => simulator.close(),
+    };
+  },
   async run(context) {
     return (await runLineDemo(context)) && runSmsDemo(context);
   },
 };
 
 async function runLineDemo({ runtime, api, out }: DemoContext<CampaignConfig>): Promise<boolean> {
+  const simulator = demoSimulator;
+  if (!simulator) throw new Error('the LINE test server was not started (campaignDemo.setUp)');
   const campaigns = new CampaignService({ db: runtime.db, handler: runtime.handler });
   const { rows } = await runtime.db.query<{ now: Date }>('select now() as now');
   const now = rows[0]!.now.getTime();
   const at = (seconds: number) => new Date(now + seconds * 1000);
   const org = api.organizationId;
+
+  // The official account's channel, registered through the API (the token is sealed, never echoed).
+  const token = randomBytes(24).toString('base64url');
+  simulator.addChannel({ channelId: DEMO_CHANNEL, tokens: [token], friends: DEMO_FRIENDS });
+  const channel = await apiCall(api, 'POST', '/v1/line/channels', {
+    lineOaId: DEMO_OA,
+    channelId: DEMO_CHANNEL,
+    channelAccessToken: token,
+  });
+  out(`LINE: channel ${DEMO_CHANNEL} registered for ${DEMO_OA} (${JSON.stringify(channel)})`);
+  // Sealed audiences: a multicast goes to LINE in chunks of at most 500 user ids.
+  for (const [index, size] of DEMO_AUDIENCES.entries()) {
+    const audienceId = `audience-${index + 1}`;
+    await apiCall(api, 'POST', '/v1/line/audiences', { audienceId, name: `demo audience ${index + 1}` });
+    const userIds = Array.from({ length: size }, (_, i) => demoUserId(index * 10_000 + i));
+    await apiCall(api, 'POST', `/v1/line/audiences/${audienceId}/members`, { userIds });
+    await apiCall(api, 'POST', `/v1/line/audiences/${audienceId}/seal`);
+  }
+  out(`LINE: audiences sealed: ${DEMO_AUDIENCES.map((n, i) => `audience-${i + 1} (${n} users)`).join(', ')}`);
+
   const made: { label: string; id: string; expected: string }[] = [];
+  let audiences = 0;
   const create = async (label: string, castType: 'broadcast' | 'multicast', expected: string) => {
     const c = await campaigns.create(
       {
@@ -41,9 +76,10 @@ async function runLineDemo({ runtime, api, out }: DemoContext<CampaignConfig>): 
         organizationId: org,
         channel: 'line',
         castType,
-        audienceId: castType === 'multicast' ? `audience-${made.length + 1}` : null,
-        lineOaId: 'oa-demo',
+        audienceId: castType === 'multicast' ? `audience-${(audiences++ % DEMO_AUDIENCES.length) + 1}` : null,
+        lineOaId: DEMO_OA,
         name: label,
+        line: { messages: [{ type: 'text', text: `${label}: hello from Herald` }] },
       },
       { actor: 'demo', correlationId: `demo-${made.length + 1}` },
     );
@@ -58,6 +94,14 @@ async function runLineDemo({ runtime, api, out }: DemoContext<CampaignConfig>): 
   const m1 = await create('vip multicast', 'multicast', 'COMPLETED');
   await campaigns.schedule(m1, at(3.5));
   const m2 = await create('cart reminder multicast', 'multicast', 'COMPLETED');
+  // The CMS edit (seed 000): new content before the campaign is claimed.
+  await campaigns.edit(m2, {
+    name: 'cart reminder multicast',
+    messages: [
+      { type: 'text', text: 'Your cart misses you' },
+      { type: 'sticker', packageId: '446', stickerId: '1988' },
+    ],
+  });
   await campaigns.schedule(m2, at(5));
   const now1 = await create('flash alert (send now)', 'broadcast', 'COMPLETED');
   await campaigns.sendNow(now1); // DRAFT → DISPATCHING in one transaction, no scanner involved
@@ -67,7 +111,7 @@ async function runLineDemo({ runtime, api, out }: DemoContext<CampaignConfig>): 
   const paused = await create('paused then resumed', 'multicast', 'COMPLETED');
   await campaigns.schedule(paused, at(6));
   await campaigns.pause(paused);
-  out(`created ${made.length} campaigns; paused "${made.at(-1)!.label}"`);
+  out(`created ${made.length} campaigns; edited "cart reminder multicast"; paused "${made.at(-1)!.label}"`);
   await campaigns.resume(paused);
   out(`resumed "${made.at(-1)!.label}"`);
   made.push({
@@ -96,18 +140,30 @@ async function runLineDemo({ runtime, api, out }: DemoContext<CampaignConfig>): 
   }
 
   out();
-  out('final statuses (deliveries recorded by the LINE delivery port):');
-  const deliveries = await countLineDeliveries(
-    runtime.db,
-    made.map((m) => m.id),
-  );
+  out('final statuses, with the LINE calls (x-line-request-id) each delivery made:');
   for (const m of made) {
     const s = await campaigns.get(m.id);
-    const lag =
-      s.startAt && s.status === 'COMPLETED'
-        ? ` (start ${s.startAt.slice(11, 23)}, claimed epoch ${s.claimEpoch})`
-        : '';
-    out(`  ${m.label.padEnd(30)} ${s.status.padEnd(10)} deliveries=${deliveries.get(m.id) ?? 0}${lag}`);
+    const p = s.line?.progress;
+    const progress = p
+      ? `chunks ${p.chunksAccepted}/${s.line?.plan?.chunks ?? 0} recipients ${s.castType === 'broadcast' ? 'all friends' : p.recipientsAccepted}`
+      : '';
+    out(`  ${m.label.padEnd(30)} ${s.status.padEnd(10)} ${progress}`);
+    for (const e of await campaigns.history(m.id)) {
+      if (e.type !== 'LineChunkAccepted') continue;
+      const d = e.data as { chunk: number; requestId: string | null; acceptedRequestId: string | null; retryKey: string };
+      out(`      chunk ${d.chunk}: x-line-request-id ${d.requestId ?? d.acceptedRequestId} (X-Line-Retry-Key ${d.retryKey})`);
+    }
+  }
+  const stats = simulator.stats(DEMO_CHANNEL);
+  out();
+  out(
+    `LINE test server: ${stats.requestCount} requests, ${stats.accepted} accepted, ${stats.duplicates} answered 409, ` +
+      `${stats.recipientsDelivered} receipts (${stats.distinctRecipients} distinct users, ${stats.usersReceivedMoreThanOnce} more than once ` +
+      `across campaigns), ${simulator.violationCount} OpenAPI violations`,
+  );
+  if (simulator.violationCount > 0) {
+    out(`demo: Herald sent requests LINE's OpenAPI document refuses: ${JSON.stringify(simulator.violations())}`);
+    return false;
   }
   out();
   out(`event history of "${made[0]!.label}" (${b1}):`);
@@ -123,6 +179,28 @@ async function runLineDemo({ runtime, api, out }: DemoContext<CampaignConfig>): 
   out();
   out(`outbox: ${outbox.map((r) => `${r.status}=${r.n}`).join(' ')}`);
   return true;
+}
+
+const DEMO_OA = 'oa-demo';
+const DEMO_CHANNEL = 'demo-channel';
+/** Members of the demo's sealed audiences (the first takes 3 multicast chunks). */
+const DEMO_AUDIENCES = [1_200, 300, 100, 50];
+const demoUserId = (i: number) => `U${i.toString(16).padStart(32, '0')}`;
+const DEMO_FRIENDS = Array.from({ length: 25 }, (_, i) => demoUserId(900_000 + i));
+let demoSimulator: LineSimulator | undefined;
+
+async function apiCall(api: DemoApi, method: string, path: string, body?: unknown): Promise<unknown> {
+  const response = await fetch(`${api.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${api.key}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const answer = await response.json();
+  if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${JSON.stringify(answer)}`);
+  return answer;
 }
 
 /**
@@ -146,7 +224,8 @@ async function scheduleThroughApi(
         channel: 'line',
         name: 'api campaign (Idempotency-Key)',
         castType: 'broadcast',
-        lineOaId: 'oa-demo',
+        lineOaId: DEMO_OA,
+        line: { messages: [{ type: 'text', text: 'Created through the API, sent once' }] },
         startAt: startAt.toISOString(),
       }),
     });
