@@ -54,6 +54,8 @@ export interface LineAcceptedCall {
   to: readonly string[] | null;
   /** A narrowcast's audience group ids. */
   audienceGroupIds: readonly number[];
+  /** The message objects sent (as validated against the OpenAPI document). */
+  messages: readonly unknown[];
 }
 export type BeforeRespondHook = (call: LineAcceptedCall) => void | Promise<void>;
 
@@ -423,7 +425,7 @@ export async function startLineSimulator(options: LineSimulatorOptions = {}): Pr
     if (endpoint === 'quota-consumption') return answer(200, { totalUsage: state.usage() });
 
     // A sending call. From here to the record nothing awaits, so two calls with one key cannot both pass.
-    const body = parsed.body as { to?: string[]; recipient?: unknown };
+    const body = parsed.body as { to?: string[]; recipient?: unknown; messages?: unknown[] };
     const key = record.retryKey;
     if (key !== null) {
       const first = state.acceptedKey(key, now());
@@ -463,6 +465,7 @@ export async function startLineSimulator(options: LineSimulatorOptions = {}): Pr
           recipients: record.recipients,
           to,
           audienceGroupIds: audiences,
+          messages: body.messages ?? [],
         });
       } catch (error) {
         logger?.error({ err: error, requestId }, 'line simulator: beforeRespond hook failed');
