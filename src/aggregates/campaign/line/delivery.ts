@@ -19,10 +19,15 @@ import {
   nextChunkKeyExpired,
   plannedChunks,
 } from '../../../domain/campaign/line.js';
-import type { CampaignCommand, CampaignEvent, CampaignState, ExistingCampaign } from '../../../domain/campaign.js';
+import type {
+  CampaignCommand,
+  CampaignEvent,
+  CampaignState,
+  ExistingCampaign,
+} from '../../../domain/campaign.js';
 import { IllegalStateError, NotFoundError, PermanentError, TransientError } from '../../../errors.js';
-import { databaseNow } from '../../../eventstore/command-handler.js';
 import type { CommandHandler } from '../../../eventstore/command-handler.js';
+import { databaseNow } from '../../../eventstore/command-handler.js';
 import type { Logger } from '../../../logger.js';
 import type { EventMeta } from '../../../ports/events.js';
 import type { Handler } from '../../../worker/delivery-policy.js';
@@ -80,17 +85,28 @@ const endpointOf = (castType: string): LineEndpoint =>
 function failure(outcome: Exclude<LineOutcome, { kind: 'accepted' | 'duplicate' }>) {
   return {
     kind: outcome.kind,
-    status: 'status' in outcome ? outcome.status : outcome.kind === 'quota' || outcome.kind === 'throttled' ? 429 : null,
+    status:
+      'status' in outcome
+        ? outcome.status
+        : outcome.kind === 'quota' || outcome.kind === 'throttled'
+          ? 429
+          : null,
     requestId: outcome.requestId,
     message: outcome.message.slice(0, 2000) || outcome.kind,
-    ...(outcome.kind === 'rejected' && outcome.details.length > 0 ? { details: outcome.details.slice(0, 20) } : {}),
+    ...(outcome.kind === 'rejected' && outcome.details.length > 0
+      ? { details: outcome.details.slice(0, 20) }
+      : {}),
     ...(outcome.kind === 'throttled' ? { retryAfterMs: outcome.retryAfterMs } : {}),
   };
 }
 
-function refusalReason(chunk: number, outcome: Exclude<LineOutcome, { kind: 'accepted' | 'duplicate' }>): string {
+function refusalReason(
+  chunk: number,
+  outcome: Exclude<LineOutcome, { kind: 'accepted' | 'duplicate' }>,
+): string {
   const id = outcome.requestId ? ` (x-line-request-id ${outcome.requestId})` : '';
-  if (outcome.kind === 'quota') return `LINE monthly message quota reached at chunk ${chunk}: ${outcome.message}${id}`;
+  if (outcome.kind === 'quota')
+    return `LINE monthly message quota reached at chunk ${chunk}: ${outcome.message}${id}`;
   const status = 'status' in outcome ? outcome.status : null;
   const details =
     outcome.kind === 'rejected' && outcome.details.length > 0
@@ -106,7 +122,13 @@ export function lineDelivery(
   const commands = deps.handler.for(campaignAggregate);
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
 
-  async function deliver({ message, claim, state, tx, log }: EffectContext<CampaignState, LineDispatchPayload>) {
+  async function deliver({
+    message,
+    claim,
+    state,
+    tx,
+    log,
+  }: EffectContext<CampaignState, LineDispatchPayload>) {
     const meta: EventMeta = {
       ...(message.correlationId ? { correlationId: message.correlationId } : {}),
       causationId: message.messageId,
@@ -164,20 +186,33 @@ export function lineDelivery(
       while (!lineDeliveryDone(s.line!)) {
         const progress = s.line!.progress;
         const chunk = progress.chunksDone;
-        page ??= multicast ? await deps.directory.membersPage(audienceId!, progress.cursor, LINE_MULTICAST_MAX) : null;
+        page ??= multicast
+          ? await deps.directory.membersPage(audienceId!, progress.cursor, LINE_MULTICAST_MAX)
+          : null;
         if (page !== null && page.length === 0) {
-          throw new PermanentError(`audience ${audienceId} has no members after ${progress.cursor}: it changed after sealing`);
+          throw new PermanentError(
+            `audience ${audienceId} has no members after ${progress.cursor}: it changed after sealing`,
+          );
         }
         const members = page === null ? null : { recipients: page.length, cursor: page[page.length - 1]! };
         if (first && nextChunkKeyExpired(s.line!, startedAt)) {
-          s = await step({ type: 'unconfirmed', chunk, recipients: members?.recipients ?? null, cursor: members?.cursor ?? null });
+          s = await step({
+            type: 'unconfirmed',
+            chunk,
+            recipients: members?.recipients ?? null,
+            cursor: members?.cursor ?? null,
+          });
           log.warn({ chunk }, 'LINE chunk given up as unconfirmed: its retry key may have expired');
           page = null;
           continue;
         }
         first = false;
         await deps.rateLimiter.take(lineOaId, endpoint);
-        const call = { token, retryKey: lineRetryKey(campaignId, plan.epoch, chunk), messages: s.line!.messages };
+        const call = {
+          token,
+          retryKey: lineRetryKey(campaignId, plan.epoch, chunk),
+          messages: s.line!.messages,
+        };
         const outcome =
           castType === 'broadcast'
             ? await deps.messaging.broadcast(call)
@@ -195,7 +230,11 @@ export function lineDelivery(
             acceptedRequestId: outcome.kind === 'duplicate' ? outcome.acceptedRequestId : null,
           });
           log.info(
-            { chunk, requestId: outcome.requestId, ...(outcome.kind === 'duplicate' ? { acceptedRequestId: outcome.acceptedRequestId } : {}) },
+            {
+              chunk,
+              requestId: outcome.requestId,
+              ...(outcome.kind === 'duplicate' ? { acceptedRequestId: outcome.acceptedRequestId } : {}),
+            },
             outcome.kind === 'duplicate' ? 'LINE chunk already accepted (409)' : 'LINE chunk accepted',
           );
           page = null;
@@ -207,10 +246,15 @@ export function lineDelivery(
         if (outcome.kind === 'throttled') {
           const wait = outcome.retryAfterMs ?? throttleWaitMs;
           if (wait > deps.settings.maxThrottleWaitMs) {
-            throw new TransientError(`LINE throttled chunk ${chunk} for ${wait} ms: longer than the throttle cap`);
+            throw new TransientError(
+              `LINE throttled chunk ${chunk} for ${wait} ms: longer than the throttle cap`,
+            );
           }
           deps.rateLimiter.pause(lineOaId, endpoint, wait);
-          log.warn({ chunk, waitMs: wait, requestId: outcome.requestId }, 'LINE throttled the chunk (429): waiting');
+          log.warn(
+            { chunk, waitMs: wait, requestId: outcome.requestId },
+            'LINE throttled the chunk (429): waiting',
+          );
           throttleWaitMs = Math.min(throttleWaitMs * 2, deps.settings.maxThrottleWaitMs);
           await sleep(wait);
           continue;
@@ -223,7 +267,9 @@ export function lineDelivery(
           continue;
         }
         if (outcome.kind === 'transient') {
-          throw new TransientError(`LINE call for chunk ${chunk} failed (${outcome.status ?? 'network'}): ${outcome.message}`);
+          throw new TransientError(
+            `LINE call for chunk ${chunk} failed (${outcome.status ?? 'network'}): ${outcome.message}`,
+          );
         }
         throw new PermanentError(refusalReason(chunk, outcome));
       }
@@ -242,7 +288,13 @@ export function lineDelivery(
     effect: deliver,
     heartbeat: ({ streamId, epoch }, now) => ({ type: 'Heartbeat', campaignId: streamId, epoch, now }),
     complete: ({ streamId, epoch }, now) => ({ type: 'CompleteCampaign', campaignId: streamId, epoch, now }),
-    fail: ({ streamId, epoch }, reason, now) => ({ type: 'FailCampaign', campaignId: streamId, epoch, reason, now }),
+    fail: ({ streamId, epoch }, reason, now) => ({
+      type: 'FailCampaign',
+      campaignId: streamId,
+      epoch,
+      reason,
+      now,
+    }),
   };
 }
 

@@ -51,7 +51,10 @@ const base64Key = z
 const oldKeys = z
   .string()
   .trim()
-  .regex(/^[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/=]+(,[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/=]+)*$/, 'must be id:base64[,id:base64…]')
+  .regex(
+    /^[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/=]+(,[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/=]+)*$/,
+    'must be id:base64[,id:base64…]',
+  )
   .refine(
     (value) => value.split(',').every((pair) => Buffer.from(pair.split(':')[1]!, 'base64').length === 32),
     'every key must be 32 bytes, base64-encoded',
@@ -112,7 +115,9 @@ export const lineSettings = defineSettings({
   warnings: (e) =>
     e.HERALD_LINE_CREDENTIALS_KEY
       ? []
-      : ['HERALD_LINE_CREDENTIALS_KEY is unset: LINE channel credentials are sealed with the development key'],
+      : [
+          'HERALD_LINE_CREDENTIALS_KEY is unset: LINE channel credentials are sealed with the development key',
+        ],
   map(e, base): LineSettings {
     // Each delivery holds its inbox transaction's connection and records chunks on a second one; two
     // LINE queues, and room left for the heartbeat and the other consumers.
@@ -128,7 +133,10 @@ export const lineSettings = defineSettings({
     const currentKey = e.HERALD_LINE_CREDENTIALS_KEY
       ? Buffer.from(e.HERALD_LINE_CREDENTIALS_KEY, 'base64')
       : DEVELOPMENT_KEY;
-    const current = { id: e.HERALD_LINE_CREDENTIALS_KEY ? e.HERALD_LINE_CREDENTIALS_KEY_ID : 'dev', key: createSecretKey(currentKey) };
+    const current = {
+      id: e.HERALD_LINE_CREDENTIALS_KEY ? e.HERALD_LINE_CREDENTIALS_KEY_ID : 'dev',
+      key: createSecretKey(currentKey),
+    };
     const keys = new Map<string, KeyObject>([[current.id, current.key]]);
     for (const pair of e.HERALD_LINE_CREDENTIALS_OLD_KEYS?.split(',') ?? []) {
       const [id, value] = pair.split(':') as [string, string];
