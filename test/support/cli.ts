@@ -9,8 +9,12 @@ export interface CliResult {
   stderr: string;
 }
 
-export function herald(t: Pick<TestDatabase, 'url' | 'schema'>, args: string[]): Promise<CliResult> {
-  const env = { ...process.env, DATABASE_URL: t.url, HERALD_SCHEMA: t.schema, HERALD_LOG_LEVEL: 'silent' };
+export function herald(
+  t: Pick<TestDatabase, 'url' | 'schema'>,
+  args: string[],
+  extraEnv: Record<string, string> = {},
+): Promise<CliResult> {
+  const env = { ...process.env, DATABASE_URL: t.url, HERALD_SCHEMA: t.schema, HERALD_LOG_LEVEL: 'silent', ...extraEnv };
   return new Promise((resolve) => {
     execFile(
       'node',

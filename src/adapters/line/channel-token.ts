@@ -12,6 +12,8 @@ export interface IssueChannelTokenOptions {
   clientId: string;
   clientSecret: string;
   timeoutMs?: number;
+  /** The clock the expiry is computed on (default: Date.now). */
+  now?: () => number;
 }
 
 export interface IssuedChannelToken {
@@ -79,5 +81,5 @@ export async function issueChannelToken(options: IssueChannelTokenOptions): Prom
   if (typeof accessToken !== 'string' || accessToken === '' || typeof expiresIn !== 'number') {
     throw new TransientError('LINE channel token: the answer has no access_token or expires_in', details);
   }
-  return { accessToken, expiresAt: new Date(Date.now() + expiresIn * 1000) };
+  return { accessToken, expiresAt: new Date((options.now ?? Date.now)() + expiresIn * 1000) };
 }

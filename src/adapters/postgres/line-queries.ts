@@ -2,8 +2,8 @@
  * LINE directory queries (ADR 0021): channels with their sealed credentials, and multicast audiences —
  * uploaded in pages, then sealed, after which nothing changes them (so a planned chunk names the same
  * recipients on every attempt). Every change is guarded in its WHERE: a channel is replaced or removed
- * only by its own organization, an issued token only replaces an older one, a re-seal only a row unchanged
- * since it was read, members join only an unsealed audience (its row locked for the insert), a seal only
+ * only by its own organization, an issued token only replaces an older one, a re-seal only a row whose sealed
+ * values are still the ones it read, members join only an unsealed audience (its row locked for the insert), a seal only
  * an unsealed audience with members.
  */
 import type { SqlClient } from '../../ports/database.js';
@@ -74,11 +74,12 @@ export const FORGET_ISSUED_TOKEN = `
   update line_channel set sealed_issued_token = null, issued_expires_at = null, updated_at = now()
    where line_oa_id = $1 and sealed_issued_token = $2`;
 
-/** A key rotation's re-seal of one row, only if nobody changed the row since it was read. */
+/** A key rotation's re-seal of one row, only if its sealed values are still the ones it read. */
 export const RESEAL_LINE_CHANNEL = `
   update line_channel
      set sealed_token = $2, sealed_client_secret = $3, sealed_issued_token = $4, updated_at = now()
-   where line_oa_id = $1 and updated_at = $5`;
+   where line_oa_id = $1 and sealed_token is not distinct from $5
+     and sealed_client_secret is not distinct from $6 and sealed_issued_token is not distinct from $7`;
 
 export const INSERT_LINE_AUDIENCE = `
   insert into line_audience (audience_id, organization_id, name) values ($1, $2, $3)
@@ -172,19 +173,22 @@ export async function forgetIssuedToken(sql: SqlClient, lineOaId: string, sealed
   await sql.query(FORGET_ISSUED_TOKEN, [lineOaId, sealed]);
 }
 
+type SealedValues = Pick<LineChannelRow, 'sealedToken' | 'sealedClientSecret' | 'sealedIssuedToken'>;
+
 export async function resealLineChannel(
   sql: SqlClient,
-  row: Pick<
-    LineChannelRow,
-    'lineOaId' | 'sealedToken' | 'sealedClientSecret' | 'sealedIssuedToken' | 'updatedAt'
-  >,
+  lineOaId: string,
+  resealed: SealedValues,
+  read: SealedValues,
 ): Promise<boolean> {
   const { rowCount } = await sql.query(RESEAL_LINE_CHANNEL, [
-    row.lineOaId,
-    row.sealedToken,
-    row.sealedClientSecret,
-    row.sealedIssuedToken,
-    row.updatedAt,
+    lineOaId,
+    resealed.sealedToken,
+    resealed.sealedClientSecret,
+    resealed.sealedIssuedToken,
+    read.sealedToken,
+    read.sealedClientSecret,
+    read.sealedIssuedToken,
   ]);
   return rowCount === 1;
 }

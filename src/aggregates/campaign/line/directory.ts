@@ -8,7 +8,11 @@
  * hold a secret; secrets never reach a log, an event or an error.
  */
 import { z } from 'zod';
-import { type IssuedChannelToken, issueChannelToken } from '../../../adapters/line/channel-token.js';
+import {
+  type IssueChannelTokenOptions,
+  type IssuedChannelToken,
+  issueChannelToken,
+} from '../../../adapters/line/channel-token.js';
 import {
   addLineAudienceMembers,
   deleteLineChannel,
@@ -131,12 +135,8 @@ export interface LineDirectoryDeps {
   logger?: Logger;
   /** The clock token expiry is judged on (tests inject one). */
   now?: () => number;
-  issueToken?: (options: {
-    baseUrl: string;
-    clientId: string;
-    clientSecret: string;
-    timeoutMs: number;
-  }) => Promise<IssuedChannelToken>;
+  /** Issues a short-lived token (default: LINE's channel access token API). */
+  issueToken?: (options: IssueChannelTokenOptions) => Promise<IssuedChannelToken>;
 }
 
 interface CachedToken {
@@ -228,13 +228,16 @@ export class LineDirectory implements LineDeliveryDirectory {
           value === null
             ? null
             : sealSecret(this.ring, row.lineOaId, openSecret(this.ring, row.lineOaId, value));
-        const done = await resealLineChannel(this.deps.db, {
-          lineOaId: row.lineOaId,
-          sealedToken: reseal(row.sealedToken),
-          sealedClientSecret: reseal(row.sealedClientSecret),
-          sealedIssuedToken: reseal(row.sealedIssuedToken),
-          updatedAt: row.updatedAt,
-        });
+        const done = await resealLineChannel(
+          this.deps.db,
+          row.lineOaId,
+          {
+            sealedToken: reseal(row.sealedToken),
+            sealedClientSecret: reseal(row.sealedClientSecret),
+            sealedIssuedToken: reseal(row.sealedIssuedToken),
+          },
+          row,
+        );
         if (done) {
           resealed += 1;
           break;
@@ -293,6 +296,7 @@ export class LineDirectory implements LineDeliveryDirectory {
       clientId: row.clientId!,
       clientSecret: openSecret(this.ring, lineOaId, row.sealedClientSecret!),
       timeoutMs: this.deps.settings.requestTimeoutMs,
+      now: this.now,
     });
     await storeIssuedToken(
       this.deps.db,
