@@ -25,8 +25,8 @@ import { waitFor } from '../../src/testing/wait.js';
 import type { ConsumedMessage } from '../../src/worker/delivery-policy.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import {
-  lineUserId,
   type LineWorld,
+  lineUserId,
   lineWorld,
   startTestLineSimulator,
   testLineSettings,
@@ -60,7 +60,8 @@ function losingAnswers(port: LineMessagingPort, lose: (call: LineCall) => boolea
     <C extends LineCall>(send: (call: C) => Promise<LineOutcome>) =>
     async (call: C): Promise<LineOutcome> => {
       const outcome = await send(call);
-      if (lose(call)) return { kind: 'transient', status: null, requestId: null, message: 'connection reset' };
+      if (lose(call))
+        return { kind: 'transient', status: null, requestId: null, message: 'connection reset' };
       return outcome;
     };
   return {
@@ -71,7 +72,9 @@ function losingAnswers(port: LineMessagingPort, lose: (call: LineCall) => boolea
   };
 }
 
-function deliveryHandler(options: { messaging?: LineMessagingPort; limits?: Partial<LineSettings['rateLimits']> } = {}) {
+function deliveryHandler(
+  options: { messaging?: LineMessagingPort; limits?: Partial<LineSettings['rateLimits']> } = {},
+) {
   return lineDeliveryHandler({
     handler: new CommandHandler({ db: t.db }),
     logger: silentLogger,
@@ -111,7 +114,11 @@ async function deliver(handle: ReturnType<typeof deliveryHandler>, campaignId: s
 async function dispatching(overrides: Record<string, unknown> = {}): Promise<ExistingCampaign> {
   const service = campaignService(t.db);
   const c = await service.create(
-    lineCampaign({ audienceId: 'aud-1', line: { messages: [{ type: 'text', text: 'Hello' }] }, ...overrides }),
+    lineCampaign({
+      audienceId: 'aud-1',
+      line: { messages: [{ type: 'text', text: 'Hello' }] },
+      ...overrides,
+    }),
   );
   return service.sendNow(c.campaignId);
 }
@@ -127,7 +134,11 @@ describe('LINE delivery', () => {
     const done = await get(c.campaignId);
     expect(done.status).toBe('COMPLETED');
     expect(done.line?.plan).toMatchObject({ epoch: 1, chunks: 3, recipients: 1_234 });
-    expect(done.line?.progress).toMatchObject({ chunksAccepted: 3, recipientsAccepted: 1_234, duplicates: 0 });
+    expect(done.line?.progress).toMatchObject({
+      chunksAccepted: 3,
+      recipientsAccepted: 1_234,
+      duplicates: 0,
+    });
     const stats = simulator.stats(world.channelId);
     expect(stats.accepted).toBe(3);
     expect(stats.distinctRecipients).toBe(1_234);
@@ -165,8 +176,13 @@ describe('LINE delivery', () => {
   it("LINE's answer lost after it accepted a chunk: the redelivery re-sends it with the same key, LINE answers 409, each recipient once", async () => {
     const c = await dispatching();
     const chunk1 = lineRetryKey(c.campaignId, 1, 1);
-    const lossy = losingAnswers(lineMessagingApi({ baseUrl: simulator.url }), (call) => call.retryKey === chunk1);
-    await expect(deliver(deliveryHandler({ messaging: lossy }), c.campaignId)).rejects.toBeInstanceOf(TransientError);
+    const lossy = losingAnswers(
+      lineMessagingApi({ baseUrl: simulator.url }),
+      (call) => call.retryKey === chunk1,
+    );
+    await expect(deliver(deliveryHandler({ messaging: lossy }), c.campaignId)).rejects.toBeInstanceOf(
+      TransientError,
+    );
     const midway = await get(c.campaignId);
     expect(midway.status).toBe('DISPATCHING');
     expect(midway.line?.progress.chunksDone).toBe(1); // chunk 0 recorded, chunk 1 accepted by LINE but not here
@@ -174,7 +190,11 @@ describe('LINE delivery', () => {
     await deliver(deliveryHandler(), c.campaignId);
     const done = await get(c.campaignId);
     expect(done.status).toBe('COMPLETED');
-    expect(done.line?.progress).toMatchObject({ chunksAccepted: 3, duplicates: 1, recipientsAccepted: 1_234 });
+    expect(done.line?.progress).toMatchObject({
+      chunksAccepted: 3,
+      duplicates: 1,
+      recipientsAccepted: 1_234,
+    });
     const stats = simulator.stats(world.channelId);
     expect(stats.duplicates).toBe(1);
     expect(stats.usersReceivedMoreThanOnce).toBe(0);
@@ -192,14 +212,24 @@ describe('LINE delivery', () => {
     const c = await dispatching();
     const chunk0 = lineRetryKey(c.campaignId, 1, 0);
     // LINE accepts chunk 0 but the worker dies before recording it.
-    const lossy = losingAnswers(lineMessagingApi({ baseUrl: simulator.url }), (call) => call.retryKey === chunk0);
-    await expect(deliver(deliveryHandler({ messaging: lossy }), c.campaignId)).rejects.toBeInstanceOf(TransientError);
+    const lossy = losingAnswers(
+      lineMessagingApi({ baseUrl: simulator.url }),
+      (call) => call.retryKey === chunk0,
+    );
+    await expect(deliver(deliveryHandler({ messaging: lossy }), c.campaignId)).rejects.toBeInstanceOf(
+      TransientError,
+    );
     const service = campaignService(t.db);
     // The reaper's reclaim, once the database's clock has moved past the (1 ms) stale window.
     await waitFor(
       () =>
         service
-          .execute(c.campaignId, (now) => ({ type: 'ReclaimCampaign', campaignId: c.campaignId, now, staleAfterMs: 1 }))
+          .execute(c.campaignId, (now) => ({
+            type: 'ReclaimCampaign',
+            campaignId: c.campaignId,
+            now,
+            staleAfterMs: 1,
+          }))
           .then(
             () => true,
             () => false,

@@ -109,6 +109,7 @@ export const lineCampaignBody = (overrides: Record<string, unknown> = {}) => ({
   name: 'spring sale',
   castType: 'broadcast',
   lineOaId: 'oa-1',
+  line: { messages: [{ type: 'text', text: 'spring sale: 20% off' }] },
   ...overrides,
 });
 
