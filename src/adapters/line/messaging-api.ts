@@ -7,8 +7,12 @@
  * never appears in an outcome's message.
  */
 import { HTTPFetchError, messagingApi } from '@line/bot-sdk';
+import type { LineMessage as CampaignLineMessage } from '../../domain/campaign/line.js';
 
 export type LineMessage = messagingApi.Message;
+
+/** Compile-time proof that every message the campaign's zod schema accepts is a message of the SDK's types. */
+export const campaignMessageIsSdkMessage = (message: CampaignLineMessage): LineMessage => message;
 
 export type LineOutcome =
   | { kind: 'accepted'; requestId: string }
