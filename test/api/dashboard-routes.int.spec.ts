@@ -27,6 +27,7 @@ beforeAll(async () => {
   key = await api.key('org-d', 'operator');
   viewer = await api.key('org-d', 'viewer');
   otherKey = await api.key('org-e', 'operator');
+  await api.lineChannel('org-e', 'oa-e');
   const ledger = new PostgresLedger(api.t.db);
   await ledger.credit({ organizationId: 'org-d', key: 'top-up', amount: '1000' });
   await ledger.credit({ organizationId: 'org-e', key: 'top-up', amount: '1000' });
@@ -34,7 +35,11 @@ beforeAll(async () => {
 afterAll(async () => api?.close());
 
 async function sendNow(k: string, name: string): Promise<{ campaignId: string; outboxId: number }> {
-  const c = await api.request('POST', '/v1/campaigns', { key: k, body: lineCampaignBody({ name }) });
+  const lineOaId = k === otherKey ? 'oa-e' : 'oa-1';
+  const c = await api.request('POST', '/v1/campaigns', {
+    key: k,
+    body: lineCampaignBody({ name, lineOaId }),
+  });
   expect(c.status, c.text).toBe(201);
   const sent = await api.request('POST', `/v1/campaigns/${c.body.campaignId}/send-now`, { key: k });
   expect(sent.body.status).toBe('DISPATCHING');

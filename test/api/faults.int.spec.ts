@@ -7,7 +7,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../src/testing/wait.js';
-import { type ApiFixture, expectProblem, startTestApi } from './support/api.js';
+import { type ApiFixture, expectProblem, lineCampaignBody, startTestApi } from './support/api.js';
 
 const lines: Record<string, unknown>[] = [];
 const sink = new Writable({
@@ -52,7 +52,7 @@ describe('input PostgreSQL cannot store', () => {
   it('a NUL in a free-text path parameter or body field is a 422 naming the field, and writes nothing', async () => {
     const before = await api.t.db.query<{ n: number }>('select count(*)::int as n from event');
     expectProblem(await api.request('GET', '/v1/subjects/%00', { key }), 422, 'params.subjectId');
-    const body = { channel: 'line', name: 'bad\u0000name', castType: 'broadcast', lineOaId: 'oa-1' };
+    const body = lineCampaignBody({ name: 'bad\u0000name' });
     expectProblem(await api.request('POST', '/v1/campaigns', { key, body }), 422, 'body.name');
     const after = await api.t.db.query<{ n: number }>('select count(*)::int as n from event');
     expect(after.rows[0]!.n).toBe(before.rows[0]!.n);

@@ -3,6 +3,10 @@
  * built as `herald api` builds its own; requests go over the socket with fetch. API keys are made the
  * way the CLI makes them.
  */
+
+import { LineDirectory } from '../../../src/aggregates/campaign/line/directory.js';
+import type { LineSimulator } from '../../../src/aggregates/campaign/line/simulator/server.js';
+import type { CampaignConfig } from '../../../src/aggregates/campaign/settings.js';
 import { heraldRegistry } from '../../../src/aggregates/registry.js';
 import { type ApiKeyRole, createApiKey } from '../../../src/api/auth.js';
 import type { RunningApiServer } from '../../../src/api/server.js';
@@ -11,6 +15,7 @@ import type { Logger } from '../../../src/logger.js';
 import { startApi } from '../../../src/roles/api-role.js';
 import { createRuntime } from '../../../src/roles/runtime.js';
 import { waitFor } from '../../../src/testing/wait.js';
+import { lineEnv, lineUserId, startTestLineSimulator } from '../../support/line.js';
 import { testLogger } from '../../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../../support/services.js';
 
@@ -36,7 +41,16 @@ export interface ApiFixture {
   runtime: Runtime;
   server: RunningApiServer;
   url: string;
+  /**
+   * An API key. The first organization given a key also owns the LINE official account `oa-1` (a
+   * registered channel, as `lineCampaignBody` names it) and the sealed audience `aud-1` (three users),
+   * so its LINE campaigns pass the readiness check.
+   */
   key(organizationId: string, role?: ApiKeyRole): Promise<string>;
+  /** The LINE test server the API's workers deliver to (every request checked against LINE's OpenAPI). */
+  line: LineSimulator;
+  /** Registers `lineOaId`'s channel for the organization, in the LINE test server and Herald's directory. */
+  lineChannel(organizationId: string, lineOaId: string): Promise<void>;
   request(method: string, path: string, options?: RequestOptions): Promise<ApiReply>;
   close(): Promise<void>;
 }
@@ -73,24 +87,51 @@ export async function startTestApi(
   options: { logger?: Logger } = {},
 ): Promise<ApiFixture> {
   const t = await createTestDatabase();
-  const config = t.config({ HERALD_API_PORT: '0', HERALD_API_HOST: '127.0.0.1', ...overrides });
+  const line = await startTestLineSimulator();
+  const config = t.config({
+    HERALD_API_PORT: '0',
+    HERALD_API_HOST: '127.0.0.1',
+    ...lineEnv(line),
+    ...overrides,
+  });
   const runtime = createRuntime(config, options.logger ?? testLogger(), {
     registry: heraldRegistry,
     applicationName: 'herald-api-test',
   });
   const server = await startApi(runtime);
+  const directory = new LineDirectory({ db: t.db, settings: (config as CampaignConfig).line });
+  async function lineChannel(organizationId: string, lineOaId: string): Promise<void> {
+    const channelId = `channel-${lineOaId}`;
+    line.addChannel({ channelId, tokens: [`token-${lineOaId}`] });
+    await directory.registerChannel({
+      lineOaId,
+      organizationId,
+      channelId,
+      channelAccessToken: `token-${lineOaId}`,
+    });
+  }
   return {
     t,
     runtime,
     server,
     url: server.url,
+    line,
+    lineChannel,
     async key(organizationId, role = 'operator') {
+      const channels = await directory.listChannels(null);
+      if (channels.length === 0) {
+        await lineChannel(organizationId, 'oa-1');
+        await directory.createAudience({ audienceId: 'aud-1', organizationId, name: 'test audience' });
+        await directory.addMembers('aud-1', [lineUserId(1), lineUserId(2), lineUserId(3)]);
+        await directory.sealAudience('aud-1');
+      }
       return (await createApiKey(t.db, { organizationId, role, createdBy: 'test' })).key;
     },
     request: (method, path, options) => request(server.url, method, path, options),
     async close() {
       await server.close();
       await runtime.close();
+      await line.close();
       await t.drop();
     },
   };
