@@ -69,9 +69,13 @@ describe('loadConfig', () => {
   });
 
   it('warns (naming both) about settings that work but weaken a guarantee', () => {
-    expect(loadConfig(base).warnings).toEqual([]);
+    expect(loadConfig(base).warnings).toEqual([
+      'HERALD_LINE_CREDENTIALS_KEY is unset: LINE channel credentials are sealed with the development key',
+    ]);
+    const keyed = { ...base, HERALD_LINE_CREDENTIALS_KEY: Buffer.alloc(32, 1).toString('base64') };
+    expect(loadConfig(keyed).warnings).toEqual([]);
     const config = loadConfig({
-      ...base,
+      ...keyed,
       HERALD_RELAY_RETENTION_HOURS: '1',
       HERALD_MESSAGE_LOST_AFTER_SECONDS: '7200',
     });

@@ -347,6 +347,7 @@ describe('SMS part 2: every (fixture × new command) pair', () => {
         channel: 'line',
         castType: 'broadcast',
         lineOaId: 'oa-1',
+        line: { messages: [{ type: 'text', text: 'hello' }] },
         name: 'LINE',
       },
       { type: 'ActivateCampaign', campaignId: ID, now: at(1) },

@@ -305,7 +305,17 @@ describe('SMS campaign: activation by its charge', () => {
     given(draft())
       .when(cmd.activate('0'))
       .thenThrows(IllegalStateError, /no saved recipients/);
-    const line = run([create({ channel: 'line', castType: 'broadcast', lineOaId: 'oa-1' }, null)]);
+    const line = run([
+      create(
+        {
+          channel: 'line',
+          castType: 'broadcast',
+          lineOaId: 'oa-1',
+          line: { messages: [{ type: 'text', text: 'hi' }] },
+        },
+        null,
+      ),
+    ]);
     given(line)
       .when(cmd.activate())
       .thenThrows(ValidationError, /only an SMS campaign with recipients is charged/);

@@ -25,6 +25,7 @@ import {
   withdrawable,
   withdrawalKey,
 } from '../../src/domain/campaign.js';
+import { EMPTY_LINE_PROGRESS, lineRetryKey } from '../../src/domain/campaign/line.js';
 import { fold } from '../../src/domain/decider.js';
 import { IllegalStateError, ValidationError } from '../../src/errors.js';
 import { specFor } from '../../src/testing/given-when-then.js';
@@ -44,7 +45,12 @@ const CLAIMED = at(120);
 const STALE_AFTER_MS = 15 * 60_000;
 
 function create(overrides: Partial<CreateCampaign> = {}, channel: CampaignChannel = 'line'): CreateCampaign {
-  const lineFields = { castType: 'multicast', audienceId: 'audience-1', lineOaId: 'oa-1' } as const;
+  const lineFields: Partial<CreateCampaign> = {
+    castType: 'multicast',
+    audienceId: 'audience-1',
+    lineOaId: 'oa-1',
+    line: { messages: [{ type: 'text', text: 'Spring sale: 20% off' }] },
+  };
   return {
     type: 'CreateCampaign',
     campaignId: ID,
@@ -118,6 +124,29 @@ const cmd = {
     now,
     reason: 'retry ready',
   }),
+  /** Plans a LINE multicast of `recipients` (chunks of 500) under the claim's epoch. */
+  plan: (epoch: number, recipients = 3, now = at(121)): CampaignCommand => ({
+    type: 'AdvanceLineDelivery',
+    campaignId: ID,
+    now,
+    epoch,
+    step: { type: 'plan', chunks: Math.ceil(recipients / 500), recipients },
+  }),
+  /** Records LINE's acceptance of chunk `chunk` (3 recipients by default). */
+  accepted: (epoch: number, chunk = 0, recipients = 3, now = at(122)): CampaignCommand => ({
+    type: 'AdvanceLineDelivery',
+    campaignId: ID,
+    now,
+    epoch,
+    step: {
+      type: 'accepted',
+      chunk,
+      recipients,
+      cursor: `U${String(chunk).padStart(32, '0')}`,
+      requestId: `req-${chunk}`,
+      acceptedRequestId: null,
+    },
+  }),
   resend: (now = at(300)): CampaignCommand => ({ type: 'ResendFailed', campaignId: ID, now }),
   remove: (now = at(300)): CampaignCommand => ({ type: 'DeleteCampaign', campaignId: ID, now }),
 };
@@ -140,7 +169,10 @@ function historyFor(status: Status, channel: CampaignChannel = status === 'CANCE
     QUEUED: [create({ startAt: null, dispatchDeadline: null }, channel), cmd.activate()],
     DISPATCHING: dispatching,
     PAUSED: [...scheduled, cmd.pause()],
-    COMPLETED: [...dispatching, cmd.complete(1)],
+    COMPLETED:
+      channel === 'line'
+        ? [...dispatching, cmd.plan(1), cmd.accepted(1), cmd.complete(1)]
+        : [...dispatching, cmd.complete(1)],
     PARTIAL: [...dispatching, cmd.partial(1)],
     FAILED: [...dispatching, cmd.fail(1)],
     EXPIRED: [...scheduled, cmd.expire()],
@@ -169,6 +201,16 @@ function sample(type: CampaignCommandType, state: CampaignState): CampaignComman
       return { type, ...base, now: CLAIMED };
     case 'ClaimCampaign':
       return { type, ...base, now: CLAIMED };
+    case 'EditCampaign':
+      return { type, ...base, now: at(15), name: 'Summer sale' };
+    case 'AdvanceLineDelivery':
+      return {
+        type,
+        ...base,
+        now: at(121),
+        epoch,
+        step: { type: 'plan', chunks: 1, recipients: 3 },
+      };
     case 'ReclaimCampaign':
       return { type, ...base, now: at(150), staleAfterMs: STALE_AFTER_MS };
     case 'Heartbeat':
@@ -263,6 +305,8 @@ const LEGAL: Record<CampaignCommandType, readonly Status[]> = {
   ScheduleCampaign: ['DRAFT'],
   SendNow: ['DRAFT', 'QUEUED', 'SCHEDULED'],
   ClaimCampaign: ['QUEUED', 'SCHEDULED'],
+  EditCampaign: ['DRAFT', 'SCHEDULED'],
+  AdvanceLineDelivery: ['DISPATCHING'],
   ReclaimCampaign: ['DISPATCHING'],
   Heartbeat: ['DISPATCHING'],
   CompleteCampaign: ['DISPATCHING'],
@@ -305,8 +349,10 @@ const LEGAL: Record<CampaignCommandType, readonly Status[]> = {
 const LEGAL_SMS_ONLY: Partial<Record<CampaignCommandType, readonly Status[]>> = {
   CancelCampaign: ['DISPATCHING'],
 };
+/** Legal for a LINE campaign only (its delivery plan; SMS campaigns deliver per recipient). */
+const LINE_ONLY: ReadonlySet<CampaignCommandType> = new Set(['AdvanceLineDelivery']);
 const isLegal = (r: { type: CampaignCommandType; status: Status; channel: CampaignChannel }) =>
-  LEGAL[r.type].includes(r.status) ||
+  (LEGAL[r.type].includes(r.status) && !(r.channel === 'sms' && LINE_ONLY.has(r.type))) ||
   (r.channel === 'sms' && (LEGAL_SMS_ONLY[r.type] ?? []).includes(r.status));
 /** Commands that still apply to a soft-deleted campaign: they only let it settle, never dispatch. */
 const LEGAL_WHEN_DELETED: ReadonlySet<CampaignCommandType> = new Set([
@@ -320,7 +366,7 @@ describe('campaign decider: module surface', () => {
   it('exposes the stream type, every command and every event type', () => {
     expect(CAMPAIGN_STREAM_TYPE).toBe('campaign');
     expect([...CAMPAIGN_COMMAND_TYPES].sort()).toEqual(Object.keys(LEGAL).sort());
-    expect(CAMPAIGN_EVENT_TYPES).toHaveLength(27);
+    expect(CAMPAIGN_EVENT_TYPES).toHaveLength(32);
     expect(campaignDecider.initialState()).toEqual({ status: 'NONE' });
   });
 
@@ -360,6 +406,7 @@ describe('campaign decider: legal transitions', () => {
             dispatchDeadline: DEADLINE,
             idempotencyKey: null,
             mode: 'draft',
+            line: { messages: [{ type: 'text', text: 'Spring sale: 20% off' }] },
             at: at(0),
           },
         },
@@ -386,6 +433,11 @@ describe('campaign decider: legal transitions', () => {
       createdAt: at(0),
       statusChangedAt: at(0),
       sms: null,
+      line: {
+        messages: [{ type: 'text', text: 'Spring sale: 20% off' }],
+        plan: null,
+        progress: EMPTY_LINE_PROGRESS,
+      },
     });
   });
 
@@ -672,8 +724,8 @@ describe('campaign decider: legal transitions', () => {
     });
   });
 
-  it('DISPATCHING → COMPLETED: all delivered', () => {
-    const state = given(historyFor('DISPATCHING'))
+  it('DISPATCHING → COMPLETED: all delivered (a LINE campaign once every planned chunk is accepted)', () => {
+    const state = given(run([cmd.plan(1), cmd.accepted(1)], historyFor('DISPATCHING')))
       .when(cmd.complete(1))
       .then([{ type: 'CampaignCompleted', data: { epoch: 1, at: at(160) } }]);
     expect(state).toMatchObject({ status: 'COMPLETED', claimedAt: null, claimEpoch: 1 });
@@ -807,6 +859,27 @@ describe('campaign decider: legal transitions', () => {
       cmd.heartbeat(1, at(65)),
       cmd.reclaim(at(81)),
       cmd.claim(at(82)),
+      {
+        type: 'AdvanceLineDelivery',
+        campaignId: ID,
+        now: at(83),
+        epoch: 3,
+        step: { type: 'plan', chunks: 1, recipients: null },
+      },
+      {
+        type: 'AdvanceLineDelivery',
+        campaignId: ID,
+        now: at(84),
+        epoch: 3,
+        step: {
+          type: 'accepted',
+          chunk: 0,
+          recipients: null,
+          cursor: null,
+          requestId: 'req-0',
+          acceptedRequestId: null,
+        },
+      },
       cmd.complete(3, at(90)),
     ]);
     const state = stateOf(history);
@@ -818,6 +891,8 @@ describe('campaign decider: legal transitions', () => {
       'CampaignHeartbeat',
       'CampaignReclaimed',
       'CampaignClaimed',
+      'LineDeliveryPlanned',
+      'LineChunkAccepted',
       'CampaignCompleted',
     ]);
   });
@@ -853,7 +928,9 @@ describe('campaign decider: every illegal (status × command) pair', () => {
   );
 
   it.each(legal)('$channel $status × $type is accepted', ({ status, channel, type }) => {
-    const history = historyFor(status, channel);
+    // A LINE campaign completes once its plan is done (the refusals before that: the LINE tests below).
+    const lineDone = channel === 'line' && type === 'CompleteCampaign' ? [cmd.plan(1), cmd.accepted(1)] : [];
+    const history = run(lineDone, historyFor(status, channel));
     const { events } = given(history)
       .when(sample(type, stateOf(history)))
       .thenSucceeds();
@@ -937,7 +1014,7 @@ describe('campaign decider: claim epoch fencing (invariant 5)', () => {
         .when(late)
         .thenThrows(IllegalStateError, /epoch 1 is stale/);
     }
-    given(reclaimedThenClaimed)
+    given(run([cmd.plan(3, 3, at(143)), cmd.accepted(3, 0, 3, at(143))], reclaimedThenClaimed))
       .when(cmd.complete(3, at(143)))
       .thenSucceeds();
   });
@@ -1109,7 +1186,7 @@ describe('campaign decider: validation', () => {
     ['bad uuid', create({ campaignId: 'campaign-1' }), /campaignId/],
     ['empty organizationId', create({ organizationId: '' }), /organizationId: must not be empty/],
     ['blank name', create({ name: '   ' }), /name: must not be empty/],
-    ['unknown castType', create({ castType: 'narrowcast' as 'broadcast' }), /castType/],
+    ['unknown castType', create({ castType: 'unicast' as 'broadcast' }), /castType/],
     ['bad startAt', create({ startAt: 'tomorrow' }), /startAt/],
     ['invalid Date as now', create({ now: new Date(Number.NaN) }), /now/],
     ['unknown field', { ...create(), cast_type: 'broadcast' } as CreateCampaign, /cast_type/],
@@ -1309,6 +1386,64 @@ function randomCommand(
         channel,
       );
     }
+    case 'EditCampaign': {
+      const castType = rng.pick(['broadcast', 'multicast'] as const);
+      return rng.chance(0.5)
+        ? { type, ...base, name: `edited ${rng.int(1, 9)}` }
+        : {
+            type,
+            ...base,
+            castType,
+            audienceId: castType === 'multicast' ? 'audience-2' : null,
+            messages: [{ type: 'text', text: `edited ${rng.int(1, 9)}` }],
+          };
+    }
+    case 'AdvanceLineDelivery': {
+      // The walk plans small multicasts (1–3 chunks) and then mostly steps through the next chunk.
+      const line = state.status === 'NONE' ? null : state.line;
+      if (!line?.plan || rng.chance(0.05)) {
+        const recipients = rng.int(1, 1_200);
+        return {
+          type,
+          ...base,
+          epoch,
+          step: rng.chance(0.3)
+            ? { type: 'plan', chunks: 1, recipients: null }
+            : { type: 'plan', chunks: Math.ceil(recipients / 500), recipients },
+        };
+      }
+      const chunk = rng.chance(0.9) ? line.progress.chunksDone : rng.int(0, line.plan.chunks);
+      const members = { recipients: rng.int(1, 500), cursor: `U${String(chunk).padStart(32, '0')}` };
+      const step = rng.pick(['accepted', 'accepted', 'accepted', 'failed', 'unconfirmed'] as const);
+      if (step === 'failed') {
+        const kind = rng.pick(['throttled', 'transient', 'rejected', 'quota'] as const);
+        return {
+          type,
+          ...base,
+          epoch,
+          step: {
+            type: 'failed',
+            chunk,
+            failure: { kind, status: kind === 'transient' ? 503 : 429, requestId: null, message: kind },
+          },
+        };
+      }
+      if (step === 'unconfirmed') {
+        return { type, ...base, epoch, step: { type: 'unconfirmed', chunk, ...members } };
+      }
+      return {
+        type,
+        ...base,
+        epoch,
+        step: {
+          type: 'accepted',
+          chunk,
+          ...members,
+          requestId: `req-${chunk}`,
+          acceptedRequestId: rng.chance(0.2) ? `req-first-${chunk}` : null,
+        },
+      };
+    }
     case 'ActivateCampaign': {
       const sms = state.status === 'NONE' ? null : state.sms;
       return sms && rng.chance(0.9)
@@ -1444,7 +1579,13 @@ describe('campaign decider: replay property (invariant 8)', () => {
       let accepted = 0;
       for (let step = 0; step < 400 && accepted < 60; step++) {
         // Mostly small steps, sometimes a long gap (a scanner outage) so deadlines and stale claims happen.
-        now += (rng.chance(0.1) ? rng.int(120, 600) : rng.int(0, 45)) * 60_000;
+        // A day now and then lets a LINE chunk's retry key age past its validity (given up as unconfirmed).
+        now +=
+          (rng.chance(0.03)
+            ? rng.int(23 * 60, 30 * 60)
+            : rng.chance(0.1)
+              ? rng.int(120, 600)
+              : rng.int(0, 45)) * 60_000;
         // An SMS campaign with a definition moves through its own commands often enough to be walked.
         const smsTypes: CampaignCommandType[] = [
           'AddRecipients',
@@ -1480,6 +1621,10 @@ describe('campaign decider: replay property (invariant 8)', () => {
               ...(p.failed - p.unconfirmed - p.refunded > 0 ? (['RecordRefunds'] as const) : []),
             ]
           : [];
+        // A dispatching LINE campaign steps through its delivery plan often enough to finish it.
+        if (state.status === 'DISPATCHING' && state.line !== null) {
+          due.push('AdvanceLineDelivery', 'AdvanceLineDelivery', 'AdvanceLineDelivery', 'CompleteCampaign');
+        }
         const type =
           due.length > 0 && rng.chance(0.4)
             ? rng.pick(due)

@@ -9,6 +9,7 @@ import { campaignRegistration } from '../../src/aggregates/campaign/index.js';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { loadConfig } from '../../src/config.js';
 import { CAMPAIGN_OPERATIONS, type ExistingCampaign } from '../../src/domain/campaign.js';
+import { EMPTY_LINE_PROGRESS, newLineFacts } from '../../src/domain/campaign/line.js';
 import { availableOperations } from '../../src/domain/operations.js';
 import { ValidationError } from '../../src/errors.js';
 import type { CommandHandler } from '../../src/eventstore/command-handler.js';
@@ -103,13 +104,19 @@ describe("the campaign's operation catalogue", () => {
     channel: 'line',
     deletedAt: null,
     sms: null,
+    line: newLineFacts([{ type: 'text', text: 'hello' }]),
     pausedFrom: null,
   } as unknown as ExistingCampaign;
+  const linePlanDone = {
+    ...newLineFacts([{ type: 'text', text: 'hello' }]),
+    plan: { epoch: 1, chunks: 1, recipients: null, plannedAt: '2026-01-01T00:00:00.000Z' },
+    progress: { ...EMPTY_LINE_PROGRESS, chunksDone: 1, chunksAccepted: 1 },
+  };
   const allowed = (over: Partial<Record<keyof ExistingCampaign, unknown>>) =>
     availableOperations(CAMPAIGN_OPERATIONS, { ...base, ...over } as ExistingCampaign);
 
   it('offers cancel on a dispatching SMS campaign, not on a dispatching LINE one', () => {
-    expect(allowed({ status: 'DISPATCHING', channel: 'sms', sms: {} })).toEqual(['pause', 'cancel']);
+    expect(allowed({ status: 'DISPATCHING', channel: 'sms', sms: {}, line: null })).toEqual(['pause', 'cancel']);
     expect(allowed({ status: 'DISPATCHING' })).toEqual(['pause']);
   });
 
@@ -122,8 +129,11 @@ describe("the campaign's operation catalogue", () => {
       'delete',
     ]);
     expect(allowed({ status: 'DRAFT', deletedAt: '2026-01-01T00:00:00.000Z' })).toEqual([]);
-    expect(allowed({ status: 'FAILED' })).toEqual(['delete']); // a LINE campaign is not resent
-    expect(allowed({ status: 'FAILED', channel: 'sms', sms: {} })).toEqual(['resend', 'delete']);
+    expect(allowed({ status: 'DRAFT' })).toEqual(['activate', 'schedule', 'send-now', 'edit', 'delete']);
+    // A LINE campaign is resent while its plan has chunks left (never planned: all of them).
+    expect(allowed({ status: 'FAILED' })).toEqual(['resend', 'delete']);
+    expect(allowed({ status: 'FAILED', line: linePlanDone })).toEqual(['delete']);
+    expect(allowed({ status: 'FAILED', channel: 'sms', sms: {}, line: null })).toEqual(['resend', 'delete']);
   });
 
   it("Herald's registry holds its three slices, in order", () => {

@@ -62,11 +62,13 @@ export const CAMPAIGN_OPERATIONS = {
   resend: live(
     'ResendFailed',
     ['PARTIAL', 'FAILED'],
+    // A LINE resend sends what its plan has not done yet (or, never planned, all of it) under the plan's
+    // retry keys; a plan that is done has nothing left (an unconfirmed chunk is never re-sent: ADR 0021).
     (s) =>
-      s.channel === 'line' && (s.line === null || s.line.plan === null || lineDeliveryDone(s.line))
+      s.channel === 'line' && s.line !== null && lineDeliveryDone(s.line)
         ? 'every chunk of its LINE delivery is done'
         : null,
-    (s) => s.sms !== null || (s.line !== null && s.line.plan !== null && !lineDeliveryDone(s.line)),
+    (s) => s.sms !== null || (s.line !== null && !lineDeliveryDone(s.line)),
   ),
   delete: live('DeleteCampaign', DELETABLE_STATUSES),
 } as const satisfies Readonly<Record<string, CampaignOperationEntry>>;
