@@ -23,6 +23,7 @@ import type { Projection, ProjectionSource } from '../projections/projection.js'
 import { rebuildProjection } from '../projections/projector.js';
 import {
   type CommandTrace,
+  externalRefs,
   parseInstant,
   parseStreamRef,
   replayStream,
@@ -38,6 +39,11 @@ import { oneShot as command, json, out, parse, UsageError } from './one-shot.js'
 
 const time = (date: Date | null | undefined) => (date ? date.toISOString() : '-');
 const clock = (date: Date | null | undefined) => (date ? date.toISOString().slice(11, 23) : '-');
+/** ` [requestId …, retryKey …]`: the ids an outside service gave an event (nothing when there are none). */
+const refsText = (refs: Record<string, string>) => {
+  const pairs = Object.entries(refs).map(([name, value]) => `${name} ${value}`);
+  return pairs.length > 0 ? ` [${pairs.join(', ')}]` : '';
+};
 
 // ─── replay ──────────────────────────────────────────────────────────────────────────────────────────
 
@@ -64,7 +70,7 @@ function printChain(command: CommandTrace, replay: StreamReplay): void {
   out(`  command  tx ${command.tx} at ${time(command.recordedAt)}: ${who.join(', ') || '(no metadata)'}`);
   for (const version of command.versions) {
     const event = replay.events.find((e) => e.version === version)!;
-    out(`    event    v${version} ${event.type} (position ${event.position})`);
+    out(`    event    v${version} ${event.type} (position ${event.position})${refsText(externalRefs(event.data))}`);
   }
   for (const message of command.messages) {
     const outbox = message.outbox
@@ -89,7 +95,7 @@ function printChain(command: CommandTrace, replay: StreamReplay): void {
     }
     for (const e of message.effects) {
       out(
-        `    effect   ${e.streamType}/${e.streamId} v${e.version} ${e.type}${e.actor ? ` by ${e.actor}` : ''} at ${time(e.recordedAt)}`,
+        `    effect   ${e.streamType}/${e.streamId} v${e.version} ${e.type}${e.actor ? ` by ${e.actor}` : ''} at ${time(e.recordedAt)}${refsText(e.externalRefs)}`,
       );
     }
   }

@@ -59,6 +59,8 @@ export interface EffectTrace {
   type: string;
   actor: string | null;
   recordedAt: Date;
+  /** Ids the outside world gave the effect (e.g. LINE's `requestId`), so the chain reaches past Herald. */
+  externalRefs: Record<string, string>;
 }
 
 export interface MessageTrace {
@@ -104,6 +106,20 @@ export interface StateAt extends StreamRef {
 }
 
 const text = (value: unknown): string | null => (typeof value === 'string' ? value : null);
+
+/**
+ * An event's references to what happened outside Herald: its string fields named `requestId` or
+ * `…RequestId` (a provider's id for the call, e.g. LINE's `x-line-request-id`) and `retryKey`.
+ */
+export function externalRefs(data: unknown): Record<string, string> {
+  if (typeof data !== 'object' || data === null) return {};
+  return Object.fromEntries(
+    Object.entries(data).filter(
+      (entry): entry is [string, string] =>
+        typeof entry[1] === 'string' && /^(requestId|\w+RequestId|retryKey)$/.test(entry[0]),
+    ),
+  );
+}
 
 /** Folds events with a state model; the result is the state after the last one. */
 export function foldEvents(
@@ -167,6 +183,7 @@ export async function replayStream(
       type: e.type,
       actor: text(e.meta.actor),
       recordedAt: e.recordedAt,
+      externalRefs: externalRefs(e.data),
     });
     for (const e of events) {
       const cause = text(e.meta.causationId);

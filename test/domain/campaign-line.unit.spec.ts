@@ -15,7 +15,7 @@ import {
   campaignDecider,
   parseCampaignEvent,
 } from '../../src/domain/campaign.js';
-import { LINE_RETRY_KEY_SAFE_MS, lineRetryKey } from '../../src/domain/campaign/line.js';
+import { LINE_RETRY_KEY_SAFE_MS, type LineMessage, lineRetryKey } from '../../src/domain/campaign/line.js';
 import { fold } from '../../src/domain/decider.js';
 import { IllegalStateError, ValidationError } from '../../src/errors.js';
 import { specFor } from '../../src/testing/given-when-then.js';
@@ -521,7 +521,7 @@ describe('CMS edits (seed 000)', () => {
 
   it('SCHEDULED: content, cast type, audience and official account; the edited content is what the plan sends', () => {
     const scheduled = run([create(), cmd.schedule()]);
-    const messages = [
+    const messages: LineMessage[] = [
       { type: 'text', text: 'Edited: 30% off' },
       { type: 'sticker', packageId: '446', stickerId: '1988' },
     ];

@@ -9,7 +9,10 @@ import { campaignFromRow } from '../../src/adapters/postgres/campaign-queries.js
 import { claimInbox } from '../../src/adapters/postgres/inbox-queries.js';
 import { claimOutboxForPublish, markSent, pruneSent } from '../../src/adapters/postgres/outbox-queries.js';
 import type { LineDispatchPayload } from '../../src/aggregates/campaign/descriptor.js';
-import { LineDeliveryWorker } from '../../src/aggregates/campaign/line-delivery.js';
+import { lineMessagingApi } from '../../src/adapters/line/messaging-api.js';
+import { lineDeliveryHandler } from '../../src/aggregates/campaign/line/delivery.js';
+import { LineRateLimiter } from '../../src/aggregates/campaign/line/rate-limit.js';
+import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
 import { LINE_DELIVERY_CONSUMER } from '../../src/aggregates/campaign/topology.js';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
@@ -19,13 +22,21 @@ import { replayStream, stateAt } from '../../src/projections/replay.js';
 import { buildSandbox } from '../../src/projections/sandbox.js';
 import { campaignService, dbTimePlus, lineCampaign } from '../support/campaigns.js';
 import { herald } from '../support/cli.js';
+import { type LineWorld, lineWorld, startTestLineSimulator, testLineSettings } from '../support/line.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
 let t: TestDatabase;
+let simulator: LineSimulator;
+let world: LineWorld;
 beforeAll(async () => {
   t = await createTestDatabase();
+  simulator = await startTestLineSimulator();
+  world = await lineWorld(t.db, simulator, testLineSettings(simulator));
 });
-afterAll(async () => t?.drop());
+afterAll(async () => {
+  await simulator?.close();
+  await t?.drop();
+});
 
 async function dbNow(): Promise<string> {
   const { rows } = await t.db.query<{ now: string }>(
@@ -87,15 +98,19 @@ describe('replay', () => {
     await service.activate(c.campaignId);
     await service.sendNow(c.campaignId, { actor: 'ops', correlationId: 'send-now-1' });
     const [row] = await relayAll();
-    const worker = new LineDeliveryWorker({
+    const deliver = lineDeliveryHandler({
       handler: new CommandHandler({ db: t.db }),
       logger: silentLogger,
+      messaging: lineMessagingApi({ baseUrl: simulator.url, timeoutMs: 5_000 }),
+      directory: world.directory,
+      rateLimiter: new LineRateLimiter({ limits: testLineSettings(simulator).rateLimits }),
+      settings: { maxThrottleWaitMs: 5_000 },
     });
     await t.db.transaction(async (tx) => {
       expect(
         await claimInbox(tx, { consumer: LINE_DELIVERY_CONSUMER, messageId: row!.messageId, attempt: 1 }),
       ).toBe(true);
-      await worker.handle(
+      await deliver(
         {
           messageId: row!.messageId,
           payload: JSON.parse(row!.payloadText) as LineDispatchPayload,
@@ -119,8 +134,13 @@ describe('replay', () => {
       'CampaignCreated',
       'CampaignActivated',
       'CampaignClaimed',
+      'LineDeliveryPlanned',
+      'LineChunkAccepted',
       'CampaignCompleted',
     ]);
+    // The chain reaches LINE: the request id LINE gave the broadcast, and the retry key it went with.
+    const [call] = simulator.stats(world.channelId).requests;
+    expect(call).toMatchObject({ endpoint: 'broadcast', status: 200 });
     const claim = replay.commands.find(
       (command) => command.correlationId === 'send-now-1' && command.actor === 'ops',
     );
@@ -134,7 +154,16 @@ describe('replay', () => {
       outbox: null, // pruned: the receipt carries the chain on
       receipts: [{ outcome: 'sent', attempts: 1, messageId: row!.messageId }],
       inbox: [{ consumer: LINE_DELIVERY_CONSUMER, status: 'processed' }],
-      effects: [{ type: 'CampaignCompleted', version: 4, actor: LINE_DELIVERY_CONSUMER }],
+      effects: [
+        { type: 'LineDeliveryPlanned', version: 4, actor: LINE_DELIVERY_CONSUMER },
+        {
+          type: 'LineChunkAccepted',
+          version: 5,
+          actor: LINE_DELIVERY_CONSUMER,
+          externalRefs: { requestId: call!.requestId, retryKey: call!.retryKey },
+        },
+        { type: 'CampaignCompleted', version: 6, actor: LINE_DELIVERY_CONSUMER },
+      ],
     });
     expect(replay.state).toMatchObject({ status: 'COMPLETED' });
 
@@ -154,7 +183,12 @@ describe('replay', () => {
     expect(text.stdout).toContain(`message  ${row!.messageId} → amqp line_broadcast_rich_message`);
     expect(text.stdout).toMatch(/receipt {2}sent: confirmed/);
     expect(text.stdout).toMatch(/inbox {4}line-delivery: processed/);
-    expect(text.stdout).toMatch(/effect {3}campaign\/\S+ v4 CampaignCompleted by line-delivery/);
+    expect(text.stdout).toMatch(/effect {3}campaign\/\S+ v6 CampaignCompleted by line-delivery/);
+    expect(text.stdout).toContain(`LineChunkAccepted by line-delivery`);
+    expect(text.stdout).toMatch(
+      new RegExp(`v5 LineChunkAccepted by line-delivery .*\\[.*requestId ${call!.requestId}`),
+    );
+    expect(text.stdout).toContain(`retryKey ${call!.retryKey}`);
 
     expect((await herald(t, ['replay', 'campaign'])).code).toBe(2);
     expect((await herald(t, ['replay', `campaign/${randomUUID()}`])).code).toBe(1);

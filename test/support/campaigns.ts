@@ -15,6 +15,7 @@ export function lineCampaign(overrides: Record<string, unknown> = {}) {
     castType: 'multicast' as const,
     audienceId: 'aud-1',
     lineOaId: 'oa-1',
+    line: { messages: [{ type: 'text' as const, text: 'test campaign' }] },
     name: 'test campaign',
     ...overrides,
   };

@@ -6,11 +6,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { UndiciHttpClient } from '../../src/adapters/http/undici-http-client.js';
-import { lineDelivery, recordingLineDeliveryPort } from '../../src/aggregates/campaign/line-delivery.js';
+import { lineMessagingApi } from '../../src/adapters/line/messaging-api.js';
+import { lineDelivery } from '../../src/aggregates/campaign/line/delivery.js';
+import { LineRateLimiter } from '../../src/aggregates/campaign/line/rate-limit.js';
+import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
 import { cronExecutor } from '../../src/aggregates/cron/executors.js';
 import { jobRunAggregate } from '../../src/aggregates/cron/run-descriptor.js';
 import { runExecution } from '../../src/aggregates/cron/run-execution.js';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
+import { lineRetryKey } from '../../src/domain/campaign/line.js';
 import { scheduledActionAggregate } from '../../src/aggregates/scheduled-action/descriptor.js';
 import { actionFire } from '../../src/aggregates/scheduled-action/fire.js';
 import { defaultActionPorts } from '../../src/aggregates/scheduled-action/processing.js';
@@ -23,6 +27,7 @@ import {
 } from '../../src/testing/fenced-handler-contract.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { cronService, startHttpServer, type TestHttpServer } from '../support/cron.js';
+import { type LineWorld, lineWorld, startTestLineSimulator, testLineSettings } from '../support/line.js';
 import { testLogger } from '../support/roles.js';
 import { createTestDatabase } from '../support/services.js';
 
@@ -44,9 +49,30 @@ async function claimMessage(db: Database, destination: string, idField: string, 
 const count = async (db: Database, sql: string, value: unknown) =>
   (await db.query<{ n: number }>(sql, [value])).rows[0]!.n;
 
+/** The LINE test server the campaign's delivery calls, with the channel of `oa-1` registered on both sides. */
+let line: { simulator: LineSimulator; world: LineWorld } | undefined;
 const campaign: FencedHandlerFixture = {
-  database,
-  definition: () => lineDelivery(recordingLineDeliveryPort),
+  database: async () => {
+    const base = await database();
+    const simulator = await startTestLineSimulator();
+    line = { simulator, world: await lineWorld(base.db, simulator, testLineSettings(simulator)) };
+    return {
+      db: base.db,
+      close: async () => {
+        await simulator.close();
+        await base.close();
+      },
+    };
+  },
+  definition: (handler) =>
+    lineDelivery({
+      handler,
+      logger: testLogger(),
+      messaging: lineMessagingApi({ baseUrl: line!.simulator.url, timeoutMs: 5_000 }),
+      directory: line!.world.directory,
+      rateLimiter: new LineRateLimiter({ limits: testLineSettings(line!.simulator).rateLimits }),
+      settings: { maxThrottleWaitMs: 5_000 },
+    }),
   async claim(db) {
     const service = campaignService(db);
     const { campaignId } = await service.create(lineCampaign({ castType: 'broadcast' }));
@@ -56,8 +82,13 @@ const campaign: FencedHandlerFixture = {
   release: async (db, _handler, payload) => {
     await campaignService(db).pause(String(payload.campaignId), 'fenced-handler contract');
   },
-  effects: (db, payload) =>
-    count(db, 'select count(*)::int as n from line_delivery where campaign_id = $1', payload.campaignId),
+  // Broadcasts LINE accepted under the claim's key (a 409 for a repeated key is no second effect).
+  effects: async (_db, payload) => {
+    const key = lineRetryKey(String(payload.campaignId), payload.epoch, 0);
+    return line!.simulator
+      .stats(line!.world.channelId)
+      .requests.filter((r) => r.retryKey === key && r.status === 200).length;
+  },
 };
 
 const ACTION_SETTINGS = {
