@@ -5,6 +5,8 @@
  * dispatch message inside a transaction, as the consumer toolkit does; the broker path is covered by the
  * end-to-end specs.
  */
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   type LineCall,
@@ -20,7 +22,7 @@ import { lineRetryKey } from '../../src/domain/campaign/line.js';
 import type { ExistingCampaign } from '../../src/domain/campaign.js';
 import { TransientError } from '../../src/errors.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
-import { silentLogger } from '../../src/logger.js';
+import { type Logger, silentLogger } from '../../src/logger.js';
 import { waitFor } from '../../src/testing/wait.js';
 import type { ConsumedMessage } from '../../src/worker/delivery-policy.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
@@ -73,16 +75,27 @@ function losingAnswers(port: LineMessagingPort, lose: (call: LineCall) => boolea
 }
 
 function deliveryHandler(
-  options: { messaging?: LineMessagingPort; limits?: Partial<LineSettings['rateLimits']> } = {},
+  options: {
+    messaging?: LineMessagingPort;
+    limits?: Partial<LineSettings['rateLimits']>;
+    logger?: Logger;
+    /** An injected clock for the rate limiter and the throttle waits (sleeping advances it). */
+    clock?: { now: () => number; sleep: (ms: number) => Promise<void> };
+    maxThrottleWaitMs?: number;
+  } = {},
 ) {
   return lineDeliveryHandler({
     handler: new CommandHandler({ db: t.db }),
-    logger: silentLogger,
+    logger: options.logger ?? silentLogger,
     messaging: options.messaging ?? lineMessagingApi({ baseUrl: simulator.url, timeoutMs: 2_000 }),
     directory: world.directory,
-    rateLimiter: new LineRateLimiter({ limits: { ...settings.rateLimits, ...options.limits } }),
-    settings: { maxThrottleWaitMs: 5_000 },
+    rateLimiter: new LineRateLimiter({
+      limits: { ...settings.rateLimits, ...options.limits },
+      ...(options.clock ?? {}),
+    }),
+    settings: { maxThrottleWaitMs: options.maxThrottleWaitMs ?? 5_000 },
     heartbeatMs: 60_000,
+    ...(options.clock ? { sleep: options.clock.sleep } : {}),
   });
 }
 
@@ -341,5 +354,148 @@ describe('LINE delivery', () => {
     const state = await get(c.campaignId);
     expect(state.status).toBe('PAUSED');
     expect(simulator.stats(world.channelId).accepted).toBe(1);
+  });
+});
+
+describe('LINE delivery: storms, secrets, edits and resends', () => {
+  it('a 30 s storm of 429s: no call beyond the channel’s rate, nothing dropped, every member once afterwards', async () => {
+    // The storm runs on an injected clock shared by the LINE test server, the rate limiter and the
+    // throttle waits: 30 s of refusals pass in a moment, and the server's rate windows see the same time.
+    let now = Date.now();
+    const clock = { now: () => now, sleep: async (ms: number) => void (now += ms) };
+    const storm = await startTestLineSimulator({ now: clock.now });
+    try {
+      storm.addChannel({ channelId: world.channelId, tokens: [world.token], rateLimits: { multicast: 10 } });
+      const c = await dispatching();
+      storm.behave(world.channelId, { kind: 'throttle', forMs: 30_000 });
+      await deliver(
+        deliveryHandler({
+          messaging: lineMessagingApi({ baseUrl: storm.url, timeoutMs: 2_000 }),
+          limits: { multicastPerSecond: 10 },
+          clock,
+          maxThrottleWaitMs: 60_000,
+        }),
+        c.campaignId,
+      );
+      expect((await get(c.campaignId)).status).toBe('COMPLETED');
+      const stats = storm.stats(world.channelId);
+      const refused = stats.requests.filter((r) => r.status === 429);
+      expect(refused.length).toBeGreaterThanOrEqual(4); // 1 + 2 + 4 + 8 + 16 s of backoff cover the storm
+      expect(refused.every((r) => r.retryKey === lineRetryKey(c.campaignId, 1, 0))).toBe(true);
+      expect(Math.max(...refused.map((r) => r.receivedAt))).toBeLessThan(
+        stats.requests[0]!.receivedAt + 30_000,
+      );
+      expect(stats.maxObservedRate.multicast).toBeLessThanOrEqual(10);
+      expect(stats.accepted).toBe(3);
+      expect(stats.distinctRecipients).toBe(1_234);
+      expect(stats.usersReceivedMoreThanOnce).toBe(0);
+      expect(storm.violationCount).toBe(0);
+      const throttled = (await eventsOf(c.campaignId)).filter(
+        (e) => e.type === 'LineCallFailed' && (e.data as { kind: string }).kind === 'throttled',
+      );
+      expect(throttled).toHaveLength(refused.length);
+    } finally {
+      await storm.close();
+    }
+  });
+
+  it('the channel access token appears in no log line and no event, whatever LINE answers', async () => {
+    const lines: string[] = [];
+    const capture = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    const logger = pino({ level: 'trace' }, capture);
+    const c = await dispatching({ audienceId: 'aud-small' });
+    simulator.behave(world.channelId, { kind: 'server-error', status: 503, calls: 1 });
+    await expect(deliver(deliveryHandler({ logger }), c.campaignId)).rejects.toBeInstanceOf(TransientError);
+    simulator.behave(world.channelId, { kind: 'unauthorized', calls: 1 });
+    await deliver(deliveryHandler({ logger }), c.campaignId);
+    expect((await get(c.campaignId)).status).toBe('COMPLETED');
+    const refused = await dispatching({ audienceId: 'aud-small', name: 'refused' });
+    simulator.behave(world.channelId, { kind: 'reject', status: 400, message: `bad token ${world.token}?` });
+    await deliver(deliveryHandler({ logger }), refused.campaignId);
+
+    expect(lines.some((line) => line.includes('LINE chunk accepted'))).toBe(true);
+    expect(lines.some((line) => line.includes('effect failed permanently'))).toBe(true);
+    expect(lines.filter((line) => line.includes(world.token))).toEqual([]);
+    const { rows } = await t.db.query<{ n: number }>(
+      `select count(*)::int as n from event where data::text like '%' || $1 || '%' or meta::text like '%' || $1 || '%'`,
+      [world.token],
+    );
+    expect(rows[0]!.n).toBe(0);
+    // The token LINE echoed in its message is redacted before it is recorded as the reason.
+    expect((await get(refused.campaignId)).failureReason).not.toContain(world.token);
+  });
+
+  it('an edited campaign sends its edited content: what LINE receives is the last edit', async () => {
+    const service = campaignService(t.db);
+    const received: unknown[][] = [];
+    simulator.beforeRespond((call) => void received.push([...call.messages]));
+    try {
+      const c = await service.create(lineCampaign({ audienceId: 'aud-small' }));
+      await service.schedule(c.campaignId, new Date(Date.now() + 3_600_000));
+      const edited = [
+        { type: 'text' as const, text: 'Edited: 30% off today' },
+        { type: 'sticker' as const, packageId: '446', stickerId: '1988' },
+      ];
+      await service.edit(c.campaignId, { messages: edited, name: 'edited' });
+      await service.sendNow(c.campaignId);
+      await deliver(deliveryHandler(), c.campaignId);
+      expect((await get(c.campaignId)).status).toBe('COMPLETED');
+      expect(received).toEqual([edited]);
+      expect(simulator.violationCount).toBe(0);
+    } finally {
+      simulator.beforeRespond(null);
+    }
+  });
+
+  it('a FAILED campaign resent resumes its plan: accepted chunks are not sent again, the refused one goes under its key', async () => {
+    const service = campaignService(t.db);
+    const c = await dispatching();
+    // LINE accepts chunk 0, then refuses the next call (chunk 1) with a 400.
+    simulator.beforeRespond((call) => {
+      if (call.retryKey === lineRetryKey(c.campaignId, 1, 0)) {
+        simulator.behave(world.channelId, {
+          kind: 'reject',
+          status: 400,
+          message: 'Invalid reply token',
+          calls: 1,
+        });
+      }
+    });
+    try {
+      await deliver(deliveryHandler(), c.campaignId);
+    } finally {
+      simulator.beforeRespond(null);
+    }
+    const failed = await get(c.campaignId);
+    expect(failed.status).toBe('FAILED');
+    expect(failed.line?.progress).toMatchObject({ chunksDone: 1, recipientsAccepted: 500 });
+
+    await service.resend(c.campaignId, 'LINE fixed on their side');
+    const resent = await service.sendNow(c.campaignId);
+    expect(resent.claimEpoch).toBe(2);
+    await deliver(deliveryHandler(), c.campaignId);
+    const done = await get(c.campaignId);
+    expect(done.status).toBe('COMPLETED');
+    expect(done.line?.progress).toMatchObject({
+      chunksAccepted: 3,
+      recipientsAccepted: 1_234,
+      duplicates: 0,
+    });
+    const stats = simulator.stats(world.channelId);
+    expect(stats.requests.map((r) => [r.retryKey, r.status])).toEqual([
+      [lineRetryKey(c.campaignId, 1, 0), 200],
+      [lineRetryKey(c.campaignId, 1, 1), 400],
+      [lineRetryKey(c.campaignId, 1, 1), 200],
+      [lineRetryKey(c.campaignId, 1, 2), 200],
+    ]);
+    expect(stats.distinctRecipients).toBe(1_234);
+    expect(stats.usersReceivedMoreThanOnce).toBe(0);
+    // A plan that is done has nothing left to resend.
+    await expect(service.resend(c.campaignId)).rejects.toThrow(/status COMPLETED/);
   });
 });
