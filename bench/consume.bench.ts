@@ -6,17 +6,21 @@
  *                            [--cpu-prof <dir>] [--effect-ms 0] [--timeout-s 900]
  *   npm run bench:consume -- --statement-cpu [--per-step 1500]
  *
- *   herald    the real LINE delivery consumer: LineDeliveryWorker (the fenced handler: inbox claim,
- *             destination re-check, delivery record, CompleteCampaign through the command handler, one
- *             transaction, then the ack) consumed through consume() with the default prefetch (32),
- *             wired as `herald worker` wires it.
+ *   herald    the real LINE delivery consumer (the fenced handler: inbox claim, destination re-check,
+ *             the delivery — its plan and its one chunk each recorded in a transaction of its own, the
+ *             chunk sent through the @line/bot-sdk adapter to the LINE test server —, CompleteCampaign in
+ *             the inbox transaction, then the ack) consumed through consume() with the LINE consumer's
+ *             prefetch (HERALD_LINE_DELIVERY_CONCURRENCY, from the pool size), wired as `herald
+ *             worker` wires it.
  *   baseline  raw amqplib with the same prefetch; per message one transaction with one statement (an
  *             inbox-style insert … on conflict do nothing), then the ack: the floor any at-least-once
- *             consumer with a database effect pays.
+ *             consumer with a database effect pays (no LINE call: the ratio includes Herald's).
  *
  * Each scenario (baseline and herald, for each --workers count, in that order) runs on a fresh
- * database and a queue of its own: N campaigns are created, activated and claimed through the library
- * in batches of 500 (DISPATCHING, epoch 1, one dispatch outbox row each), the rows' messages are
+ * database and a queue of its own: 50 organizations' LINE channels and sealed audiences (10 members) are
+ * registered in the LINE test server (run by this process, on loopback, with LINE's rate limits raised
+ * out of the way) and Herald's directory, N campaigns are created, activated and claimed through the
+ * library in batches of 500 (DISPATCHING, epoch 1, one dispatch outbox row each), the rows' messages are
  * published to the queue with the relay's properties and confirmed, the rows marked sent and the
  * tables vacuumed (bench/support/consume-setup.ts; not timed). Then the consumers — each its own child
  * process (node --import tsx, as `herald worker` runs from source) with its own AMQP connection and
@@ -29,9 +33,11 @@
  * --trace times every transaction's phases inside the consumers (bench/support/consume-trace.ts) and
  * prints them per message; it adds a few timers per statement, so its rates are not the figures.
  * --cpu-prof <dir> makes every consumer process write a V8 CPU profile there when it stops.
- * --effect-ms <ms> stands in for a remote delivery API (a real LINE adapter): the herald consumer's
- * port waits that long inside the inbox transaction before recording, the baseline waits as long
- * inside its transaction (bench/support/consume-child.ts). 0 (the default): the default port as is.
+ * --effect-ms <ms> stands in for a slower remote API: the LINE test server holds each answer that long
+ * (the herald consumer waits for it inside the inbox transaction), the baseline waits as long inside its
+ * transaction (bench/support/consume-child.ts). 0 (the default): LINE answers at once.
+ * After each herald scenario, every campaign's planned retry key must have been accepted exactly once
+ * by the LINE test server, with no request outside LINE's OpenAPI contract.
  * --statement-cpu runs no scenario: it prints what each statement of the fenced path costs the
  * PostgreSQL backend and the pg driver, one connection, no concurrency, unnamed (as sent today) and
  * as named prepared statements (bench/support/consume-statements.ts).
@@ -41,13 +47,17 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import amqp from 'amqplib';
 import type { QueueType } from '../src/adapters/amqp/amqp-connection.js';
+import type { CampaignConfig } from '../src/aggregates/campaign/settings.js';
 import { loadConfig } from '../src/config.js';
 import type { Database } from '../src/ports/database.js';
+import { lineEnv, plannedLineKeys, startTestLineSimulator } from '../test/support/line.js';
 import { createTestDatabase, requireEnv, uniqueName } from '../test/support/services.js';
 import {
+  BENCH_ORGANIZATIONS,
   createClaimedCampaigns,
   deleteConsumerQueues,
   publishDispatchMessages,
+  registerLineChannels,
 } from './support/consume-setup.js';
 import { type StatementCost, statementCosts } from './support/consume-statements.js';
 import type { TraceReport } from './support/consume-trace.js';
@@ -120,6 +130,13 @@ async function runScenario(mode: ConsumerMode, workers: number): Promise<Scenari
   let consumers: ConsumerProcess[] = [];
   try {
     const setupStarted = performance.now();
+    simulator.reset();
+    if (mode === 'herald') {
+      await registerLineChannels(database.db, simulator);
+      if (effectMs > 0) {
+        for (const channelId of channelIds()) simulator.behave(channelId, { kind: 'stall', ms: effectMs });
+      }
+    }
     const { claimTransactions } = await createClaimedCampaigns(database.db, campaigns);
     const created = performance.now();
     const published = await publishDispatchMessages(database.db, { url: amqpUrl, queue, queueType });
@@ -213,25 +230,43 @@ async function check(
   for (const key of ['duplicates', 'discarded', 'rejected', 'retried', 'deadLettered', 'redeliveryPending']) {
     if (sum(key) !== 0) throw new Error(`herald: ${sum(key)} ${key}`);
   }
-  const { rows } = await db.query<{
-    completed: number;
-    deliveries: number;
-    delivered: number;
-    inbox: number;
-  }>(
+  const { rows } = await db.query<{ completed: number; inbox: number }>(
     `select (select count(*)::int from campaign where status = 'COMPLETED') as completed,
-            (select count(*)::int from line_delivery) as deliveries,
-            (select count(distinct campaign_id)::int from line_delivery) as delivered,
             (select count(*)::int from inbox where status = 'processed') as inbox`,
   );
   const r = rows[0]!;
-  if (
-    r.completed !== campaigns ||
-    r.deliveries !== campaigns ||
-    r.delivered !== campaigns ||
-    r.inbox !== campaigns
-  ) {
+  if (r.completed !== campaigns || r.inbox !== campaigns) {
     throw new Error(`herald: expected ${campaigns} of each, got ${JSON.stringify(r)}`);
+  }
+  // At LINE: every campaign's one planned chunk accepted exactly once, nothing else, every request valid.
+  const accepted = new Map<string, number>();
+  let calls = 0;
+  let duplicates = 0;
+  for (const channelId of channelIds()) {
+    const stats = simulator.stats(channelId);
+    if (stats.requestsDropped > 0) throw new Error(`herald: the LINE test server dropped request records`);
+    calls += stats.requests.length;
+    duplicates += stats.duplicates;
+    for (const request of stats.requests) {
+      if (request.retryKey !== null && request.status === 200) {
+        accepted.set(request.retryKey, (accepted.get(request.retryKey) ?? 0) + 1);
+      }
+    }
+  }
+  const { rows: states } = await db.query<{
+    campaign_id: string;
+    line: { plan: { epoch: number; chunks: number } };
+  }>(`select id::text as campaign_id, line from campaign`);
+  const notOnce = states.filter((c) =>
+    plannedLineKeys({ campaignId: c.campaign_id, line: c.line as never }).some(
+      (key) => accepted.get(key) !== 1,
+    ),
+  );
+  if (notOnce.length > 0 || calls !== campaigns || duplicates !== 0 || simulator.violationCount !== 0) {
+    throw new Error(
+      `herald: at LINE ${calls} calls for ${campaigns} campaigns, ${duplicates} answered 409, ` +
+        `${notOnce.length} campaigns not accepted exactly once, ${simulator.violationCount} contract violations`,
+    );
   }
 }
 
@@ -257,6 +292,14 @@ function formatTrace(reports: readonly TraceReport[]): string[] {
   }
   return lines;
 }
+
+/** The LINE test server the herald consumers deliver to; its settings reach them through the environment. */
+const simulator = await startTestLineSimulator();
+Object.assign(process.env, lineEnv(simulator));
+// Out of the way unless given: 10,000 broadcasts over 50 channels at LINE's 60 an hour would take days.
+process.env.HERALD_LINE_BROADCAST_PER_HOUR ??= '1000000';
+process.env.HERALD_LINE_MULTICAST_PER_SECOND ??= '100000';
+const channelIds = () => Array.from({ length: BENCH_ORGANIZATIONS }, (_, i) => `channel-oa-${i}`);
 
 const facts = await (async () => {
   const database = await createTestDatabase({ migrate: false });
@@ -308,7 +351,7 @@ if (values['statement-cpu']) {
 }
 
 log(
-  `consume: N=${campaigns} messages per scenario, prefetch=${config.consumer.prefetch}, pool=${config.dbPoolSize} ` +
+  `consume: N=${campaigns} messages per scenario, prefetch=${(config as CampaignConfig).line.deliveryConcurrency}, pool=${config.dbPoolSize} ` +
     `per consumer, ${queueType} queues, consumer log level ${values['log-level']}${effectMs > 0 ? `, a ${effectMs} ms stand-in remote call in every transaction` : ''}${values.trace ? ', TRACED (timers in the consumers)' : ''}`,
 );
 log(
@@ -326,3 +369,4 @@ for (const workers of workerCounts) {
 }
 log('');
 for (const line of summary) log(line);
+await simulator.close();

@@ -5,29 +5,27 @@
  *
  * BENCH_MODE=herald: the real LINE delivery consumer, wired as the worker role wires it (runtime.ts,
  * worker-role.ts): a pool of HERALD_DB_POOL_SIZE connections, a coalescing notifier, the command
- * handler, `LineDeliveryWorker` (the fenced handler) consumed through `consume()` with the config's
- * prefetch, attempts, retry delay and queue type, a pino logger at HERALD_LOG_LEVEL on stdout.
+ * handler, and the campaign slice's `line-delivery` consumer definition from Herald's registry (the
+ * fenced LINE delivery on its default ports: the @line/bot-sdk adapter at HERALD_LINE_API_BASE_URL —
+ * the benchmark's LINE test server —, the LINE directory, the per-channel rate limiter) consumed through
+ * `consume()` with the definition's prefetch (HERALD_LINE_DELIVERY_CONCURRENCY) and the config's
+ * attempts, retry delay and queue type, a pino logger at HERALD_LOG_LEVEL on stdout.
  *
  * BENCH_MODE=baseline: the floor any at-least-once consumer with a database effect pays: raw amqplib
  * on one channel with the same prefetch, and per message one transaction on a pg pool of the same
  * size (BEGIN; one inbox-style insert … on conflict do nothing; COMMIT), then the ack.
  *
- * BENCH_TRACE=1 times every transaction's phases (bench/support/consume-trace.ts).
- * BENCH_EFFECT_MS > 0 stands in for a remote delivery API: the herald consumer gets a port that waits
- * that long inside the inbox transaction before recording the delivery (as a real LINE adapter's call
- * would run there), and the baseline waits as long inside its transaction before its insert.
+ * BENCH_TRACE=1 times every inbox transaction's phases (bench/support/consume-trace.ts).
+ * BENCH_EFFECT_MS > 0 stands in for a slower remote API: the baseline waits that long inside its
+ * transaction before its insert; for the herald consumer the benchmark makes the LINE test server hold
+ * each answer as long (the delivery waits for it inside the inbox transaction).
  */
 import amqp from 'amqplib';
 import pg from 'pg';
 import { connectionConfig, createDatabase } from '../../src/adapters/postgres/database.js';
-import { recordLineDelivery } from '../../src/adapters/postgres/line-delivery-queries.js';
 import { CoalescingNotifier } from '../../src/adapters/postgres/notifications.js';
-import {
-  type LineDeliveryPort,
-  LineDeliveryWorker,
-  lineDispatchPayload,
-} from '../../src/aggregates/campaign/line-delivery.js';
 import { LINE_DELIVERY_CONSUMER } from '../../src/aggregates/campaign/topology.js';
+import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { loadConfig } from '../../src/config.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { createLogger } from '../../src/logger.js';
@@ -52,13 +50,6 @@ const config = loadConfig(process.env, { pod: 'bench-consumer' });
 const tracer = process.env.BENCH_TRACE === '1' ? new TransactionTracer() : undefined;
 const effectMs = Number(process.env.BENCH_EFFECT_MS ?? 0);
 const effectDelay = () => new Promise((resolve) => setTimeout(resolve, effectMs));
-/** A stand-in for a remote API call: the wait, then the default port's record. */
-const slowPort: LineDeliveryPort = {
-  async deliver(delivery, tx) {
-    await effectDelay();
-    await recordLineDelivery(tx, delivery);
-  },
-};
 const send = (message: ChildMessage) => process.send!(message);
 
 interface Running {
@@ -81,20 +72,20 @@ async function startHerald(): Promise<Running> {
     pod: config.pod,
     wakeHorizonMs: config.scanner.pollMs,
   });
-  const worker = new LineDeliveryWorker({
-    handler,
-    logger,
-    heartbeatMs: config.campaign.heartbeatMs,
-    ...(effectMs > 0 ? { port: slowPort } : {}),
-  });
+  const definition = heraldRegistry
+    .consumers({ config, db, handler, logger, wakeups: notifier })
+    .find((candidate) => candidate.consumer === LINE_DELIVERY_CONSUMER);
+  if (!definition) throw new Error(`no ${LINE_DELIVERY_CONSUMER} consumer in Herald's registry`);
+  // The inbox transaction is traced; the delivery's own steps (plan, each chunk) commit on other
+  // connections of the same pool while it is open.
   const consumer: Consumer = await consume(
     { db: tracer ? tracer.wrap(db) : db, amqp: config.amqpUrl!, logger },
     queue,
-    worker.handle,
+    definition.handler,
     {
-      consumer: LINE_DELIVERY_CONSUMER,
-      parse: (payload) => lineDispatchPayload.parse(payload),
-      prefetch: config.consumer.prefetch,
+      consumer: definition.consumer,
+      parse: definition.parse,
+      prefetch: definition.prefetch ?? config.consumer.prefetch,
       maxAttempts: config.consumer.maxAttempts,
       retryDelayMs: config.consumer.retryDelayMs,
       queueType: config.amqpQueueType,
@@ -122,7 +113,8 @@ async function startBaseline(): Promise<Running> {
   });
   const model = await amqp.connect(config.amqpUrl!);
   const channel = await model.createChannel();
-  await channel.prefetch(config.consumer.prefetch);
+  // The herald consumer's prefetch: the LINE delivery's concurrency.
+  await channel.prefetch(config.line.deliveryConcurrency);
   const stats = { received: 0, processed: 0, inserted: 0 };
   let inFlight = 0;
   let idle: (() => void) | undefined;

@@ -1,5 +1,6 @@
 /**
- * Consumer benchmark setup (not timed): N LINE campaigns created, activated and claimed through the
+ * Consumer benchmark setup (not timed): the LINE channels and sealed audiences of 50 organizations in
+ * the LINE test server and Herald's directory; N LINE campaigns created, activated and claimed through the
  * library (the command handler's batch form and the campaign sweeper's claim sweep, 500 per
  * transaction: DISPATCHING with epoch 1 and one outbox row each, exactly as the scanner leaves them),
  * then the outbox rows' messages published by the benchmark itself to a queue of its own with the
@@ -13,18 +14,40 @@ import type { QueueType } from '../../src/adapters/amqp/amqp-connection.js';
 import { queueOptions } from '../../src/adapters/amqp/amqp-connection.js';
 import { consumerQueues } from '../../src/adapters/amqp/amqp-consumer.js';
 import { campaignAggregate } from '../../src/aggregates/campaign/descriptor.js';
+import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
 import { campaignSweeper } from '../../src/aggregates/campaign/sweepers.js';
 import type { CampaignCommand, CampaignState } from '../../src/domain/campaign.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { silentLogger } from '../../src/logger.js';
 import { HEADER } from '../../src/messaging/headers.js';
 import type { Database } from '../../src/ports/database.js';
+import { lineWorld, TEST_LINE_MESSAGES, testLineSettings } from '../../test/support/line.js';
 
 /** Campaigns per setup transaction (the sweeper's default claim batch too). */
 const SETUP_BATCH = 500;
+/** Organizations, each with one LINE official account `oa-<i>` and one sealed audience `aud-<i>`. */
+export const BENCH_ORGANIZATIONS = 50;
+/** Members of each organization's audience: a multicast is one LINE call (one chunk). */
+export const BENCH_AUDIENCE_MEMBERS = 10;
 
 /**
- * `count` LINE campaigns, half broadcasts and half multicasts, created and activated (DRAFT → QUEUED)
+ * Each organization's channel, registered in the LINE test server and in Herald's directory (sealed
+ * with the test credentials key that `lineEnv` gives the consumers), and its sealed audience.
+ */
+export async function registerLineChannels(db: Database, simulator: LineSimulator): Promise<void> {
+  const settings = testLineSettings(simulator);
+  for (let i = 0; i < BENCH_ORGANIZATIONS; i++) {
+    await lineWorld(db, simulator, settings, {
+      organizationId: `org-${i}`,
+      lineOaId: `oa-${i}`,
+      audiences: { [`aud-${i}`]: { members: BENCH_AUDIENCE_MEMBERS, from: i * BENCH_AUDIENCE_MEMBERS } },
+    });
+  }
+}
+
+/**
+ * `count` LINE campaigns, half broadcasts and half multicasts (to their organization's audience), with a
+ * text message, created and activated (DRAFT → QUEUED)
  * in batches through the command handler, then claimed by the campaign sweeper's claim sweep
  * (QUEUED → DISPATCHING, epoch 1, one dispatch outbox row each). Throws unless every campaign ends
  * DISPATCHING at epoch 1 with exactly one pending outbox row.
@@ -57,12 +80,13 @@ export async function createClaimedCampaigns(
             campaignId: stream.streamId,
             now,
             mode: 'draft',
-            organizationId: `org-${index % 50}`,
+            organizationId: `org-${index % BENCH_ORGANIZATIONS}`,
             channel: 'line',
             castType: broadcast ? 'broadcast' : 'multicast',
-            audienceId: broadcast ? null : `aud-${index}`,
-            lineOaId: `oa-${index % 97}`,
+            audienceId: broadcast ? null : `aud-${index % BENCH_ORGANIZATIONS}`,
+            lineOaId: `oa-${index % BENCH_ORGANIZATIONS}`,
             name: `bench campaign ${index + 1}`,
+            line: { messages: TEST_LINE_MESSAGES },
           };
         },
         { meta },
@@ -171,7 +195,7 @@ export async function publishDispatchMessages(
     await db.query(
       `update outbox set status = 'sent', attempts = 1, sent_at = now(), locked_until = null where status = 'pending'`,
     );
-    for (const table of ['campaign', 'event', 'outbox', 'inbox', 'line_delivery']) {
+    for (const table of ['campaign', 'event', 'outbox', 'inbox']) {
       await db.query(`vacuum (analyze) ${table}`);
     }
     return {

@@ -1,8 +1,11 @@
 /**
- * --statement-cpu for the consumer benchmark: what each statement of the fenced LINE delivery path
- * costs PostgreSQL (and the pg driver), measured without concurrency. On one connection, transactions
- * BEGIN; the first k statements of the fenced path; COMMIT (k = 0…8), each on a fresh claimed
- * campaign, sent by the production query functions with the values the worker sends, round-robin over
+ * --statement-cpu for the consumer benchmark: what each statement of the fenced LINE delivery's inbox
+ * transaction costs PostgreSQL (and the pg driver), measured without concurrency. On one connection,
+ * transactions BEGIN; the first k statements of the inbox transaction; COMMIT (k = 0…8), each on a fresh
+ * claimed campaign whose delivery steps (its plan and its one chunk) are already recorded — they commit
+ * in transactions of their own, on other connections, while the inbox transaction waits for LINE; each
+ * is the command handler's load for update, append and update, measured here as the completion's —,
+ * sent by the production query functions with the values the worker sends, round-robin over
  * k. The median backend CPU time per transaction (from /proc) for prefix k minus that for prefix
  * k − 1 is statement k's cost; prefix 0 (BEGIN; COMMIT) is the transaction's own. The same again with
  * every statement sent as a named prepared statement (parsed and planned once per connection), to
@@ -14,13 +17,20 @@ import { loadCampaign, saveCampaigns } from '../../src/adapters/postgres/campaig
 import { connectionConfig } from '../../src/adapters/postgres/database.js';
 import { appendEvents } from '../../src/adapters/postgres/event-queries.js';
 import { claimInbox } from '../../src/adapters/postgres/inbox-queries.js';
-import { recordLineDelivery } from '../../src/adapters/postgres/line-delivery-queries.js';
+import { campaignAggregate } from '../../src/aggregates/campaign/descriptor.js';
 import { LINE_DELIVERY_CONSUMER } from '../../src/aggregates/campaign/topology.js';
-import { campaignDecider, type ExistingCampaign } from '../../src/domain/campaign.js';
-import { databaseNow } from '../../src/eventstore/command-handler.js';
-import type { SqlClient } from '../../src/ports/database.js';
+import type { LineDeliveryStep } from '../../src/domain/campaign/commands.js';
+import {
+  type CampaignCommand,
+  type CampaignState,
+  campaignDecider,
+  type ExistingCampaign,
+} from '../../src/domain/campaign.js';
+import { CommandHandler, databaseNow } from '../../src/eventstore/command-handler.js';
+import type { Database, SqlClient } from '../../src/ports/database.js';
+import { lineUserId } from '../../test/support/line.js';
 import type { TestDatabase } from '../../test/support/services.js';
-import { createClaimedCampaigns } from './consume-setup.js';
+import { BENCH_AUDIENCE_MEMBERS, createClaimedCampaigns } from './consume-setup.js';
 import { processCpuMs, threadCpuMs } from './consume-workers.js';
 
 interface Item {
@@ -36,7 +46,10 @@ interface Context {
   loaded?: { state: ExistingCampaign; version: number };
 }
 
-/** The fenced path's statements in order (fenced-handler.ts, command-handler.ts), as the worker sends them. */
+/**
+ * The inbox transaction's statements in order (fenced-handler.ts, line/delivery.ts, command-handler.ts),
+ * as the worker sends them.
+ */
 const STEPS: { name: string; run: (tx: SqlClient, item: Item, context: Context) => Promise<unknown> }[] = [
   {
     name: 'inbox claim (insert … on conflict)',
@@ -45,18 +58,8 @@ const STEPS: { name: string; run: (tx: SqlClient, item: Item, context: Context) 
   },
   { name: 'load campaign (re-check)', run: (tx, item) => loadCampaign(tx, item.campaignId) },
   { name: 'savepoint', run: (tx) => tx.query('savepoint herald_fenced_effect') },
-  {
-    name: 'record delivery (insert line_delivery)',
-    run: (tx, item) =>
-      recordLineDelivery(tx, {
-        campaignId: item.campaignId,
-        epoch: 1,
-        castType: item.castType,
-        audienceId: item.audienceId,
-        lineOaId: item.lineOaId,
-        messageId: item.messageId,
-      }),
-  },
+  // The delivery's start (its key-validity check); then the LINE call and the steps, on other connections.
+  { name: 'select now() (delivery start)', run: (tx) => databaseNow(tx) },
   {
     name: 'select now()',
     run: async (tx, _item, context) => {
@@ -101,6 +104,53 @@ const STEPS: { name: string; run: (tx: SqlClient, item: Item, context: Context) 
     },
   },
 ];
+
+/**
+ * Every claimed campaign's delivery as the worker records it before the completion: the plan and its
+ * one chunk accepted (a multicast to its organization's audience), 500 campaigns per transaction.
+ */
+async function recordDeliverySteps(db: Database): Promise<void> {
+  const campaigns = new CommandHandler({ db, pod: 'bench-setup' }).for(campaignAggregate);
+  const meta = { actor: 'bench-setup' };
+  const { rows } = await db.query<{ id: string }>(
+    `select id::text as id from campaign where status = 'DISPATCHING' order by id`,
+  );
+  const multicast = (state: CampaignState) => (state as ExistingCampaign).castType === 'multicast';
+  const steps: ((state: CampaignState) => LineDeliveryStep)[] = [
+    (state) => ({ type: 'plan', chunks: 1, recipients: multicast(state) ? BENCH_AUDIENCE_MEMBERS : null }),
+    (state) => ({
+      type: 'accepted',
+      chunk: 0,
+      recipients: multicast(state) ? BENCH_AUDIENCE_MEMBERS : null,
+      cursor: multicast(state) ? lineUserId(BENCH_AUDIENCE_MEMBERS - 1) : null,
+      requestId: `bench-${(state as ExistingCampaign).campaignId}`,
+      acceptedRequestId: null,
+    }),
+  ];
+  for (let start = 0; start < rows.length; start += 500) {
+    const ids = rows.slice(start, start + 500).map((r) => r.id);
+    await db.transaction(async (tx) => {
+      const loaded = await campaignAggregate.store.loadMany!(tx, ids, { forUpdate: true });
+      let streams = ids.map((id) => ({ streamId: id, ...loaded.get(id)! }));
+      for (const step of steps) {
+        const done = await campaigns.handleBatchInTransaction(
+          tx,
+          streams,
+          (stream, now): CampaignCommand => ({
+            type: 'AdvanceLineDelivery',
+            campaignId: stream.streamId,
+            epoch: 1,
+            now,
+            step: step(stream.state),
+          }),
+          { meta },
+        );
+        if (done.refused.length > 0) throw done.refused[0]!.error;
+        streams = done.results.map((r) => ({ streamId: r.streamId, state: r.state, version: r.version }));
+      }
+    });
+  }
+}
 
 export interface StatementCost {
   name: string;
@@ -187,6 +237,7 @@ export async function statementCosts(
   const variants = 2;
   const needed = (STEPS.length + 1) * variants * (perStep + WARM_UP);
   await createClaimedCampaigns(database.db, needed);
+  await recordDeliverySteps(database.db);
   const { rows } = await database.db.query<{
     campaign_id: string;
     message_id: string;

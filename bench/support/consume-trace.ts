@@ -3,7 +3,9 @@
  * consumer runs, phase by phase: waiting for a pooled connection plus BEGIN, each statement (named
  * after the query constant it is), the consumer's own JavaScript between statements, and COMMIT plus
  * the release. Statement names come from the production query constants, so a statement the fenced
- * path stops (or starts) running shows up as such.
+ * path stops (or starts) running shows up as such. The LINE delivery's own steps (its plan and each
+ * chunk, recorded as LINE answers) commit on other connections while the inbox transaction is open:
+ * they, and the LINE call, are inside its "consumer JS between statements" phase.
  */
 import {
   SELECT_CAMPAIGN,
@@ -12,13 +14,11 @@ import {
 } from '../../src/adapters/postgres/campaign-queries.js';
 import { APPEND_EVENTS } from '../../src/adapters/postgres/event-queries.js';
 import { CLAIM_INBOX, MARK_DISCARDED } from '../../src/adapters/postgres/inbox-queries.js';
-import { RECORD_LINE_DELIVERY } from '../../src/adapters/postgres/line-delivery-queries.js';
 import type { Database, QueryResult, SqlClient, TransactionOptions } from '../../src/ports/database.js';
 
 const NAMES = new Map<string, string>([
   [CLAIM_INBOX, 'inbox claim (insert … on conflict)'],
   [SELECT_CAMPAIGN, 'load campaign (re-check)'],
-  [RECORD_LINE_DELIVERY, 'record delivery (insert line_delivery)'],
   ['select now() as now', 'select now()'],
   [SELECT_CAMPAIGN_FOR_UPDATE, 'load campaign for update'],
   [APPEND_EVENTS, 'append event'],

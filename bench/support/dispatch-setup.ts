@@ -10,6 +10,7 @@ import { CampaignService } from '../../src/aggregates/campaign/service.js';
 import { LINE_BROADCAST_QUEUE, LINE_MULTICAST_QUEUE } from '../../src/aggregates/campaign/topology.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import type { Database } from '../../src/ports/database.js';
+import { TEST_LINE_MESSAGES } from '../../test/support/line.js';
 
 export const LINE_QUEUES = [LINE_BROADCAST_QUEUE, LINE_MULTICAST_QUEUE] as const;
 
@@ -43,7 +44,10 @@ export async function inParallel<T>(
 /** The organization of warm-up campaigns, which the figures leave out. */
 export const WARM_UP_ORGANIZATION = 'bench-warm-up';
 
-/** N draft LINE campaigns, half broadcasts and half multicasts (both delivery queues see traffic). */
+/**
+ * N draft LINE campaigns with a text message, half broadcasts and half multicasts (both delivery queues
+ * see traffic; nothing delivers them here, so no channel or audience is registered).
+ */
 export async function createDrafts(
   service: CampaignService,
   count: number,
@@ -61,6 +65,7 @@ export async function createDrafts(
       audienceId: broadcast ? null : `aud-${index}`,
       lineOaId: `oa-${index % 97}`,
       name: `bench campaign ${index + 1}`,
+      line: { messages: TEST_LINE_MESSAGES },
     });
     ids[index] = created.campaignId;
   });

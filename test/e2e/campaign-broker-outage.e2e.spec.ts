@@ -2,14 +2,24 @@
  * Seed 000's "roll back on publish failure", replaced by the outbox (invariant 2): with the broker
  * down a claim still commits; the campaign stays DISPATCHING with its outbox row pending (retried
  * with backoff); when the broker returns the message is delivered once, with no rollback and no
- * second claim. STOPS AND STARTS THE SHARED RabbitMQ: serial project only.
+ * second claim — once at LINE (the LINE test server: each planned chunk accepted once, nobody twice).
+ * STOPS AND STARTS THE SHARED RabbitMQ: serial project only.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { countLineDeliveries } from '../../src/adapters/postgres/line-delivery-queries.js';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
+import {
+  type LineWorld,
+  lineAcceptancesPerChunk,
+  lineEnv,
+  lineWorld,
+  startTestLineSimulator,
+  TEST_LINE_CONTENT,
+  testLineSettings,
+} from '../support/line.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
@@ -20,9 +30,21 @@ const services = (command: 'stop' | 'start') =>
 let t: TestDatabase;
 let roles: RunningRoles | undefined;
 let brokerDown = false;
+let simulator: LineSimulator;
+let world: LineWorld;
 
+beforeAll(async () => {
+  simulator = await startTestLineSimulator();
+});
+afterAll(async () => {
+  await simulator?.close();
+});
 beforeEach(async () => {
   t = await createTestDatabase();
+  simulator.reset();
+  world = await lineWorld(t.db, simulator, testLineSettings(simulator), {
+    audiences: { 'aud-warm': 10, 'aud-1': { members: 600, from: 1_000 } },
+  });
 });
 afterEach(async () => {
   if (brokerDown) await services('start');
@@ -41,10 +63,13 @@ describe('campaign dispatch through a broker outage', () => {
         HERALD_RELAY_IDLE_POLL_MS: '200',
         HERALD_RELAY_BACKOFF_BASE_MS: '100',
         HERALD_RELAY_BACKOFF_MAX_MS: '1000',
+        ...lineEnv(simulator),
       }),
       { relay: true, scanner: true, worker: true },
     );
-    const warm = await service.create(lineCampaign({ name: 'warm-up' }));
+    const warm = await service.create(
+      lineCampaign({ name: 'warm-up', audienceId: 'aud-warm', ...TEST_LINE_CONTENT }),
+    );
     await service.activate(warm.campaignId);
     await waitFor(async () => (await service.get(warm.campaignId)).status === 'COMPLETED', {
       what: 'warm-up',
@@ -52,7 +77,7 @@ describe('campaign dispatch through a broker outage', () => {
 
     await services('stop');
     brokerDown = true;
-    const c = await service.create(lineCampaign({ name: 'during outage' }));
+    const c = await service.create(lineCampaign({ name: 'during outage', ...TEST_LINE_CONTENT }));
     await service.activate(c.campaignId);
     await waitFor(async () => (await service.get(c.campaignId)).status === 'DISPATCHING', { what: 'claim' });
     const pending = await waitFor(
@@ -75,8 +100,23 @@ describe('campaign dispatch through a broker outage', () => {
       what: 'delivery after the broker returned',
       timeoutMs: 60_000,
     });
-    expect((await countLineDeliveries(t.db, [c.campaignId])).get(c.campaignId)).toBe(1);
+    // At LINE: each of the campaign's two chunks accepted once (the warm-up's one chunk too), nobody twice.
+    const requests = simulator.stats(world.channelId).requests;
+    expect(lineAcceptancesPerChunk(requests, await service.get(c.campaignId))).toEqual([1, 1]);
+    expect(lineAcceptancesPerChunk(requests, await service.get(warm.campaignId))).toEqual([1]);
+    expect(requests).toHaveLength(3);
+    expect(simulator.distinctRecipients(world.channelId)).toBe(610);
+    expect(simulator.usersReceivedMoreThanOnce(world.channelId)).toEqual([]);
+    expect(simulator.violationCount).toBe(0);
     const types = (await service.history(c.campaignId)).map((e) => e.type);
-    expect(types).toEqual(['CampaignCreated', 'CampaignActivated', 'CampaignClaimed', 'CampaignCompleted']);
+    expect(types).toEqual([
+      'CampaignCreated',
+      'CampaignActivated',
+      'CampaignClaimed',
+      'LineDeliveryPlanned',
+      'LineChunkAccepted',
+      'LineChunkAccepted',
+      'CampaignCompleted',
+    ]);
   });
 });

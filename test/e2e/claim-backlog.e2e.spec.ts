@@ -2,37 +2,58 @@
  * Stale recovery cannot amplify a backlog: with no worker running, claims age far past the stale
  * window (ten times over) while their messages wait in the queue; because a published message that no
  * consumer has settled keeps its claim alive, nothing is reclaimed, and when the workers come back
- * every campaign is delivered exactly once with one message each. (Under the old rule — claim age
- * alone — every claim was reclaimed and re-published, again and again, and nothing completed.)
- * Seed queue names: serial project.
+ * every campaign is delivered exactly once with one message each — counted at LINE (the LINE test
+ * server: each campaign's planned chunk accepted once, nobody received twice, every request valid).
+ * (Under the old rule — claim age alone — every claim was reclaimed and re-published, again and again,
+ * and nothing completed.) Seed queue names: serial project.
  */
 import amqp from 'amqplib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { declareQueues } from '../../src/adapters/amqp/amqp-connection.js';
-import { countLineDeliveries } from '../../src/adapters/postgres/line-delivery-queries.js';
+import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
 import { HERALD_QUEUES, LINE_QUEUES } from '../../src/aggregates/campaign/topology.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
+import {
+  addSealedAudience,
+  type LineWorld,
+  lineAcceptancesPerChunk,
+  lineEnv,
+  lineWorld,
+  startTestLineSimulator,
+  TEST_LINE_CONTENT,
+  testLineSettings,
+} from '../support/line.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
 
 const CAMPAIGNS = 300;
 const STALE_SECONDS = 2;
+/** Members of each multicast's own audience (users of different campaigns never overlap). */
+const MEMBERS = 3;
 
 let t: TestDatabase;
 let connection: amqp.ChannelModel;
 const running: RunningRoles[] = [];
+let simulator: LineSimulator;
+let world: LineWorld;
 
 beforeAll(async () => {
+  simulator = await startTestLineSimulator();
   connection = await amqp.connect(requireEnv('AMQP_URL'));
   connection.on('error', () => {});
   const channel = await connection.createChannel();
   await declareQueues(channel, HERALD_QUEUES, 'quorum');
   await channel.close();
 });
-afterAll(async () => connection?.close());
+afterAll(async () => {
+  await connection?.close();
+  await simulator?.close();
+});
 beforeEach(async () => {
   t = await createTestDatabase();
+  simulator.reset();
+  world = await lineWorld(t.db, simulator, testLineSettings(simulator));
   const channel = await connection.createChannel();
   for (const queue of LINE_QUEUES) await channel.purgeQueue(queue);
   await channel.close();
@@ -51,13 +72,32 @@ describe('a queue backlog longer than the stale window', () => {
       HERALD_SCANNER_POLL_MS: '200',
       HERALD_RELAY_IDLE_POLL_MS: '200',
       HERALD_CONSUMER_RETRY_DELAY_MS: '200',
+      // One channel takes every campaign: LINE's per-hour broadcast limit would spread 150 over hours.
+      ...lineEnv(simulator, {
+        HERALD_LINE_BROADCAST_PER_HOUR: '1000000',
+        HERALD_LINE_MULTICAST_PER_SECOND: '1000',
+      }),
     });
     running.push(startRoles(config, { relay: true, scanner: true })); // workers are "paused"
     const service = campaignService(t.db);
     const ids: string[] = [];
     for (let i = 0; i < CAMPAIGNS; i++) {
+      const multicast = i % 2 === 0;
+      if (multicast) {
+        await addSealedAudience(world.directory, {
+          audienceId: `aud-${i}`,
+          organizationId: world.organizationId,
+          members: MEMBERS,
+          from: i * MEMBERS,
+        });
+      }
       const c = await service.create(
-        lineCampaign({ name: `backlog ${i}`, castType: i % 2 ? 'broadcast' : 'multicast' }),
+        lineCampaign({
+          name: `backlog ${i}`,
+          castType: multicast ? 'multicast' : 'broadcast',
+          audienceId: multicast ? `aud-${i}` : null,
+          ...TEST_LINE_CONTENT,
+        }),
       );
       await service.activate(c.campaignId);
       ids.push(c.campaignId);
@@ -94,8 +134,18 @@ describe('a queue backlog longer than the stale window', () => {
         ).rows[0]!.n === CAMPAIGNS,
       { what: 'every campaign COMPLETED', timeoutMs: 90_000 },
     );
-    const deliveries = await countLineDeliveries(t.db, ids);
-    expect(ids.filter((id) => deliveries.get(id) !== 1)).toEqual([]);
+    // At LINE: every campaign's one planned chunk accepted exactly once, and no other call accepted.
+    const requests = simulator.stats(world.channelId).requests;
+    const notOnce: string[] = [];
+    for (const id of ids) {
+      const accepted = lineAcceptancesPerChunk(requests, await service.get(id));
+      if (JSON.stringify(accepted) !== '[1]') notOnce.push(`${id}: ${JSON.stringify(accepted)}`);
+    }
+    expect(notOnce).toEqual([]);
+    expect(simulator.stats(world.channelId).accepted).toBe(CAMPAIGNS);
+    expect(simulator.distinctRecipients(world.channelId)).toBe((CAMPAIGNS / 2) * MEMBERS);
+    expect(simulator.usersReceivedMoreThanOnce(world.channelId)).toEqual([]);
+    expect(simulator.violationCount).toBe(0);
     const { rows } = await t.db.query<{ messages: number; reclaims: number; discarded: number }>(
       `select (select count(*)::int from outbox) as messages,
               (select count(*)::int from event where type = 'CampaignReclaimed') as reclaims,

@@ -1,7 +1,7 @@
 /**
  * Incident analysis end to end on real PostgreSQL and RabbitMQ, with the seed's fixed queue names
- * (serial project): campaigns dispatched by the real scanner, relay and LINE delivery worker while the
- * projector role runs. The dispatch statistics equal a direct count, each claim's causal chain reaches
+ * (serial project): campaigns dispatched by the real scanner, relay and LINE delivery worker (to the LINE
+ * test server, each planned chunk accepted once) while the projector role runs. The dispatch statistics equal a direct count, each claim's causal chain reaches
  * its publish receipt and its inbox record (also after the outbox rows were pruned), and `herald verify`
  * is green while the roles run.
  */
@@ -13,20 +13,34 @@ import {
   readDispatchStats,
 } from '../../src/adapters/postgres/dispatch-stats-queries.js';
 import { pruneSent } from '../../src/adapters/postgres/outbox-queries.js';
+import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
 import { HERALD_QUEUES, LINE_QUEUES } from '../../src/aggregates/campaign/topology.js';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { replayStream } from '../../src/projections/replay.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, dbTimePlus, lineCampaign } from '../support/campaigns.js';
 import { herald } from '../support/cli.js';
+import {
+  type LineWorld,
+  lineAcceptancesPerChunk,
+  lineEnv,
+  lineWorld,
+  startTestLineSimulator,
+  TEST_LINE_CONTENT,
+  testLineSettings,
+} from '../support/line.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
 
 let t: TestDatabase;
 let connection: amqp.ChannelModel;
 let roles: RunningRoles | undefined;
+let simulator: LineSimulator;
+/** Each organization's LINE official account `oa-<organization>`. */
+let worlds: LineWorld[];
 
 beforeAll(async () => {
+  simulator = await startTestLineSimulator();
   connection = await amqp.connect(requireEnv('AMQP_URL'));
   connection.on('error', () => {});
   const channel = await connection.createChannel();
@@ -36,9 +50,21 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await connection?.close();
+  await simulator?.close();
 });
 beforeEach(async () => {
   t = await createTestDatabase();
+  simulator.reset();
+  const settings = testLineSettings(simulator);
+  worlds = [
+    await lineWorld(t.db, simulator, settings, { organizationId: 'org-broadcast', lineOaId: 'oa-broadcast' }),
+    await lineWorld(t.db, simulator, settings, {
+      organizationId: 'org-multicast',
+      lineOaId: 'oa-multicast',
+      audiences: { 'aud-m1': 20, 'aud-m2': { members: 30, from: 1_000 } },
+    }),
+    await lineWorld(t.db, simulator, settings, { organizationId: 'org-now', lineOaId: 'oa-now' }),
+  ];
 });
 afterEach(async () => {
   await roles?.stop();
@@ -55,17 +81,38 @@ describe('incident analysis end to end', () => {
         HERALD_SCANNER_POLL_MS: '200',
         HERALD_PROJECTOR_POLL_MS: '50',
         HERALD_PROJECTOR_BATCH_SIZE: '7',
+        ...lineEnv(simulator),
       }),
       { relay: true, scanner: true, worker: true, projector: true },
     );
     const ids: string[] = [];
-    for (const castType of ['broadcast', 'multicast', 'multicast'] as const) {
-      const c = await service.create(lineCampaign({ castType, organizationId: `org-${castType}` }));
+    for (const [castType, audienceId] of [
+      ['broadcast', null],
+      ['multicast', 'aud-m1'],
+      ['multicast', 'aud-m2'],
+    ] as const) {
+      const c = await service.create(
+        lineCampaign({
+          castType,
+          audienceId,
+          organizationId: `org-${castType}`,
+          lineOaId: `oa-${castType}`,
+          ...TEST_LINE_CONTENT,
+        }),
+      );
       // Taken per campaign: on a loaded machine one start time can pass before the next schedule.
       await service.schedule(c.campaignId, await dbTimePlus(t.db, 500));
       ids.push(c.campaignId);
     }
-    const now = await service.create(lineCampaign({ castType: 'broadcast', organizationId: 'org-now' }));
+    const now = await service.create(
+      lineCampaign({
+        castType: 'broadcast',
+        audienceId: null,
+        organizationId: 'org-now',
+        lineOaId: 'oa-now',
+        ...TEST_LINE_CONTENT,
+      }),
+    );
     // Straight from DRAFT: an activated (QUEUED) campaign may be claimed by the scanner before SendNow.
     await service.sendNow(now.campaignId, { actor: 'ops', correlationId: 'incident-send-now' });
     ids.push(now.campaignId);
@@ -74,6 +121,13 @@ describe('incident analysis end to end', () => {
         (await Promise.all(ids.map((id) => service.get(id)))).every((c) => c.status === 'COMPLETED'),
       { what: 'all campaigns COMPLETED', timeoutMs: 60_000 },
     );
+    // At LINE: each campaign's one planned chunk accepted once, nothing else sent, every request valid.
+    const requests = worlds.flatMap((w) => simulator.stats(w.channelId).requests);
+    for (const id of ids) expect(lineAcceptancesPerChunk(requests, await service.get(id))).toEqual([1]);
+    expect(requests).toHaveLength(4);
+    expect(simulator.distinctRecipients(worlds[1]!.channelId)).toBe(50);
+    expect(simulator.usersReceivedMoreThanOnce(worlds[1]!.channelId)).toEqual([]);
+    expect(simulator.violationCount).toBe(0);
 
     // The projector keeps up with the real relay's receipts and the worker's completions.
     await waitFor(
@@ -98,7 +152,7 @@ describe('incident analysis end to end', () => {
     // verify while every role is still running.
     const verify = await herald(t, ['verify']);
     expect(verify.code).toBe(0);
-    expect(verify.stdout).toMatch(/verify campaign(, \w+)*: 4 streams, 16 events .*no drift/);
+    expect(verify.stdout).toMatch(/verify campaign(, \w+)*: 4 streams, 24 events .*no drift/);
 
     // The outbox forgets; the receipts do not.
     expect(await pruneSent(t.db, { retentionHours: 0, limit: 100 })).toBe(4);
@@ -112,7 +166,12 @@ describe('incident analysis end to end', () => {
         outbox: null,
         receipts: [{ outcome: 'sent', sink: 'amqp' }],
         inbox: [{ consumer: 'line-delivery', status: 'processed' }],
-        effects: [{ type: 'CampaignCompleted', version: 4 }],
+        // The delivery's plan and its one chunk, recorded as LINE answered, then the completion.
+        effects: [
+          { type: 'LineDeliveryPlanned', version: 4 },
+          { type: 'LineChunkAccepted', version: 5 },
+          { type: 'CampaignCompleted', version: 6 },
+        ],
       });
       expect(message!.receipts[0]!.confirmedAt).toBeInstanceOf(Date);
     }

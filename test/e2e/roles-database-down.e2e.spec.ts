@@ -10,6 +10,7 @@ import { once } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
+import { TEST_LINE_CONTENT } from '../support/line.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
@@ -77,7 +78,7 @@ describe('roles with the database down', () => {
     await proxy.open();
     const service = campaignService(t.db);
     const claimed = async (label: string) => {
-      const c = await service.create(lineCampaign({ name: label }));
+      const c = await service.create(lineCampaign({ name: label, ...TEST_LINE_CONTENT }));
       await service.activate(c.campaignId);
       await waitFor(async () => (await service.get(c.campaignId)).status === 'DISPATCHING', {
         what: `the claim of "${label}" by the scanner that started without a database`,
@@ -106,7 +107,7 @@ describe('roles with the database down', () => {
     await failedToConnect(run);
     await proxy.open();
     const service = campaignService(t.db);
-    const c = await service.create(lineCampaign());
+    const c = await service.create(lineCampaign(TEST_LINE_CONTENT));
     await service.activate(c.campaignId);
     await service.sendNow(c.campaignId); // one outbox row
     await waitFor(

@@ -15,6 +15,7 @@ import { CommandHandler, databaseNow } from '../../src/eventstore/command-handle
 import { silentLogger } from '../../src/logger.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
+import { TEST_LINE_CONTENT } from '../support/line.js';
 import { runTestRole } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
 
@@ -59,7 +60,7 @@ describe('tick → process_campaign → scanner', () => {
     const quiet = new CommandHandler({ db: t.db }).for(campaignAggregate);
     const service = campaignService(t.db);
     const queued = async (name: string) => {
-      const c = await service.create(lineCampaign({ name }));
+      const c = await service.create(lineCampaign({ name, ...TEST_LINE_CONTENT }));
       await quiet.handle(c.campaignId, (now) => ({
         type: 'ActivateCampaign',
         campaignId: c.campaignId,

@@ -2,7 +2,7 @@
  * One trace from an API request to the consumer's effect (ADR 0017), received by a local
  * OTLP/HTTP receiver speaking the real protocol (the exporter's JSON encoding over HTTP): a campaign
  * created and scheduled through `POST /v1/campaigns`, claimed by the scanner a second later, published
- * by the relay and delivered by the worker — every span carries the request's trace id, and the chain
+ * by the relay and delivered by the worker to LINE (the API fixture's LINE test server) — every span carries the request's trace id, and the chain
  * request → command → claim → publish → process → effect is parent to child. Uses the seed's fixed LINE
  * queues: serial project.
  */
@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTracing, type TracingHandle } from '../../src/adapters/otel/sdk.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { type ApiFixture, dbTime, lineCampaignBody, startTestApi } from '../api/support/api.js';
+import { lineAcceptancesPerChunk, lineEnv } from '../support/line.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 
 interface ReceivedSpan {
@@ -53,7 +54,7 @@ beforeAll(async () => {
   Object.assign(process.env, otel); // the exporter reads its endpoint from the environment
   tracing = startTracing({ enabled: true, serviceName: 'herald-test', exportDelayMs: 100 });
   api = await startTestApi({ ...otel, HERALD_RELAY_IDLE_POLL_MS: '200' });
-  roles = startRoles(api.t.config({ ...otel, HERALD_RELAY_IDLE_POLL_MS: '200' }), {
+  roles = startRoles(api.t.config({ ...otel, HERALD_RELAY_IDLE_POLL_MS: '200', ...lineEnv(api.line) }), {
     scanner: true,
     relay: true,
     worker: true,
@@ -85,6 +86,9 @@ describe('tracing', () => {
         (await api.request('GET', `/v1/campaigns/${campaignId}`, { key })).body.status === 'COMPLETED',
       { what: 'the campaign delivered', timeoutMs: 30_000 },
     );
+    const campaign = (await api.request('GET', `/v1/campaigns/${campaignId}`, { key })).body;
+    expect(lineAcceptancesPerChunk(api.line.stats('channel-oa-1').requests, campaign)).toEqual([1]);
+    expect(api.line.violationCount).toBe(0);
     const chain = [
       'HTTP POST /v1/campaigns',
       'command campaign',

@@ -7,12 +7,13 @@
 import { randomBytes } from 'node:crypto';
 import { LineDirectory } from '../../src/aggregates/campaign/line/directory.js';
 import { type LineSettings, lineSettings } from '../../src/aggregates/campaign/line/settings.js';
+import type { LineRequestRecord } from '../../src/aggregates/campaign/line/simulator/channel-state.js';
 import {
   type LineSimulator,
   type LineSimulatorOptions,
   startLineSimulator,
 } from '../../src/aggregates/campaign/line/simulator/server.js';
-import type { LineMessage } from '../../src/domain/campaign/line.js';
+import { type LineCampaignFacts, type LineMessage, lineRetryKey } from '../../src/domain/campaign/line.js';
 import type { Database } from '../../src/ports/database.js';
 
 /** A fixed credentials key for tests (never a production key). */
@@ -38,7 +39,10 @@ export function testLineSettings(
 ): LineSettings {
   const env = lineEnv(simulator, extra);
   const parsed = Object.fromEntries(
-    Object.entries(lineSettings.env).map(([name, schema]) => [name, schema.parse(env[name as keyof typeof env])]),
+    Object.entries(lineSettings.env).map(([name, schema]) => [
+      name,
+      schema.parse(env[name as keyof typeof env]),
+    ]),
   );
   // biome-ignore lint/suspicious/noExplicitAny: the fragment's own validators produced `parsed`.
   return lineSettings.map(parsed as any, { dbPoolSize: poolSize } as never);
@@ -86,19 +90,77 @@ export async function lineWorld(
   if (options.tokenKind === 'short_lived') {
     const clientSecret = randomBytes(16).toString('hex');
     simulator.addChannel({ channelId, clientId: channelId, clientSecret });
-    await directory.registerChannel({ lineOaId, organizationId, channelId, clientId: channelId, clientSecret });
+    await directory.registerChannel({
+      lineOaId,
+      organizationId,
+      channelId,
+      clientId: channelId,
+      clientSecret,
+    });
   } else {
     simulator.addChannel({ channelId, tokens: [token] });
     await directory.registerChannel({ lineOaId, organizationId, channelId, channelAccessToken: token });
   }
   for (const [audienceId, spec] of Object.entries(options.audiences ?? {})) {
     const { members, from = 0 } = typeof spec === 'number' ? { members: spec } : spec;
-    await directory.createAudience({ audienceId, organizationId, name: audienceId });
-    for (let start = 0; start < members; start += 10_000) {
-      const ids = Array.from({ length: Math.min(10_000, members - start) }, (_, i) => lineUserId(from + start + i));
-      await directory.addMembers(audienceId, ids);
-    }
-    await directory.sealAudience(audienceId);
+    await addSealedAudience(directory, { audienceId, organizationId, members, from });
   }
   return { organizationId, lineOaId, channelId, token, directory };
+}
+
+/** A sealed audience of the organization: users `from`..`from + members − 1` (lineUserId). */
+export async function addSealedAudience(
+  directory: LineDirectory,
+  spec: { audienceId: string; organizationId: string; members: number; from?: number },
+): Promise<void> {
+  const { audienceId, organizationId, members, from = 0 } = spec;
+  await directory.createAudience({ audienceId, organizationId, name: audienceId });
+  for (let start = 0; start < members; start += 10_000) {
+    const ids = Array.from({ length: Math.min(10_000, members - start) }, (_, i) =>
+      lineUserId(from + start + i),
+    );
+    await directory.addMembers(audienceId, ids);
+  }
+  await directory.sealAudience(audienceId);
+}
+
+/** The LINE content of a test campaign, to spread into a campaign fixture (`lineCampaign(TEST_LINE_CONTENT)`). */
+export const TEST_LINE_CONTENT = { line: { messages: TEST_LINE_MESSAGES } };
+
+/** A campaign as far as its LINE delivery plan goes (a campaign's state or its API view). */
+export interface PlannedLineCampaign {
+  campaignId: string;
+  line: Pick<LineCampaignFacts, 'plan'> | null;
+}
+
+/** The X-Line-Retry-Key of each planned chunk, in chunk order (none while the delivery is unplanned). */
+export function plannedLineKeys(campaign: PlannedLineCampaign): string[] {
+  const plan = campaign.line?.plan;
+  if (!plan) return [];
+  return Array.from({ length: plan.chunks }, (_, chunk) =>
+    lineRetryKey(campaign.campaignId, plan.epoch, chunk),
+  );
+}
+
+/** LINE accepted the call (200; a narrowcast 202): its recipients were counted. */
+export const lineAccepted = (request: Pick<LineRequestRecord, 'status'>) =>
+  request.status === 200 || request.status === 202;
+
+/**
+ * How many calls LINE accepted under each of the campaign's planned retry keys, in chunk order, from the
+ * simulator's request records (`simulator.stats(channelId).requests`): every entry 1 is "the campaign was
+ * delivered exactly once"; 0 is a chunk never delivered, 2 a chunk delivered twice. Repeats LINE answered
+ * 409 are not acceptances.
+ */
+export function lineAcceptancesPerChunk(
+  requests: readonly LineRequestRecord[],
+  campaign: PlannedLineCampaign,
+): number[] {
+  const accepted = new Map<string, number>();
+  for (const request of requests) {
+    if (request.retryKey !== null && lineAccepted(request)) {
+      accepted.set(request.retryKey, (accepted.get(request.retryKey) ?? 0) + 1);
+    }
+  }
+  return plannedLineKeys(campaign).map((key) => accepted.get(key) ?? 0);
 }
