@@ -19,7 +19,7 @@ export const image = (name: string): LineMessage => ({
 
 /** A rich, every-kind content: text, image, video, sticker, location, a buttons template, a flex bubble. */
 export const RICH_MESSAGES: LineMessage[] = [
-  text('🌸 Spring sale starts now: 20% off everything in store and online until Sunday.'),
+  text('Spring sale starts now: 20% off everything in store and online until Sunday.'),
   image('spring-sale.jpg'),
   {
     type: 'template',

@@ -154,7 +154,7 @@ function MessageEditor({
           </span>
         </>
       ) : (
-        <LineMessages messages={[message]} />
+        <LineMessages messages={[message]} bare />
       )}
       <FieldError errors={errors} field={`messages.${index}`} />
     </li>
@@ -274,142 +274,148 @@ export function CampaignEdit() {
           server will refuse an edit.
         </div>
       ) : null}
-      <form className="form-grid" onSubmit={submit} data-testid="campaign-edit-form">
-        <Card title="Campaign">
-          <div className="field">
-            <label htmlFor="ce-name">Name</label>
-            <input
-              id="ce-name"
-              required
-              maxLength={200}
-              className={errors.has('name') ? 'invalid' : undefined}
-              value={form.name}
-              onChange={(e) => set('name', e.target.value)}
-            />
-            <FieldError errors={errors} field="name" />
-          </div>
-          <div className="field-row">
+      <div className="line-edit-layout">
+        <form className="form-grid" onSubmit={submit} data-testid="campaign-edit-form">
+          <Card title="Campaign">
             <div className="field">
-              <label htmlFor="ce-oa">Official account</label>
-              <select
-                id="ce-oa"
-                className={errors.has('lineOaId') ? 'invalid' : undefined}
-                value={form.lineOaId}
-                onChange={(e) => set('lineOaId', e.target.value)}
-              >
-                {oaOptions.map((oa) => (
-                  <option key={oa} value={oa}>
-                    {oa}
-                    {channelIds.includes(oa) ? '' : ' (no channel registered)'}
-                  </option>
-                ))}
-              </select>
-              <FieldError errors={errors} field="lineOaId" />
-            </div>
-            <div className="field">
-              <label htmlFor="ce-cast">Cast type</label>
-              <select
-                id="ce-cast"
-                className={errors.has('castType') ? 'invalid' : undefined}
-                value={form.castType}
-                onChange={(e) => set('castType', e.target.value as CastType)}
-              >
-                {CAST_TYPES.map((t) => (
-                  <option key={t} value={t}>
-                    {t === 'broadcast'
-                      ? 'broadcast (every friend)'
-                      : t === 'multicast'
-                        ? 'multicast (a sealed audience)'
-                        : 'narrowcast (a LINE audience group)'}
-                  </option>
-                ))}
-              </select>
-              <FieldError errors={errors} field="castType" />
-            </div>
-          </div>
-          {form.castType !== 'broadcast' ? (
-            <div className="field">
-              <label htmlFor="ce-audience">
-                {form.castType === 'multicast' ? 'Audience' : 'LINE audience group id'}
-              </label>
+              <label htmlFor="ce-name">Name</label>
               <input
-                id="ce-audience"
-                list={form.castType === 'multicast' ? 'ce-audiences' : undefined}
-                className={errors.has('audienceId') ? 'invalid mono' : 'mono'}
-                value={form.audienceId}
-                placeholder={form.castType === 'multicast' ? 'a sealed audience id' : 'digits'}
-                onChange={(e) => set('audienceId', e.target.value)}
+                id="ce-name"
+                required
+                maxLength={200}
+                className={errors.has('name') ? 'invalid' : undefined}
+                value={form.name}
+                onChange={(e) => set('name', e.target.value)}
               />
-              {form.castType === 'multicast' ? (
-                <>
-                  <datalist id="ce-audiences">
-                    {audienceList.map((a) => (
-                      <option key={a.audienceId} value={a.audienceId}>
-                        {a.name} · {a.members} members{a.sealed ? '' : ' · not sealed'}
-                      </option>
-                    ))}
-                  </datalist>
-                  <span className="hint" data-testid="audience-hint">
-                    {chosenAudience
-                      ? `“${chosenAudience.name}”: ${formatCount(chosenAudience.members)} members, ${chosenAudience.sealed ? 'sealed' : 'not sealed yet (a multicast needs a sealed audience)'}`
-                      : form.audienceId.trim()
-                        ? 'not among the organization’s audiences'
-                        : 'the sealed audience whose user ids receive it, in chunks of 500'}
-                  </span>
-                </>
-              ) : null}
-              <FieldError errors={errors} field="audienceId" />
+              <FieldError errors={errors} field="name" />
             </div>
-          ) : null}
-        </Card>
+            <div className="field-row">
+              <div className="field">
+                <label htmlFor="ce-oa">Official account</label>
+                <select
+                  id="ce-oa"
+                  className={errors.has('lineOaId') ? 'invalid' : undefined}
+                  value={form.lineOaId}
+                  onChange={(e) => set('lineOaId', e.target.value)}
+                >
+                  {oaOptions.map((oa) => (
+                    <option key={oa} value={oa}>
+                      {oa}
+                      {channelIds.includes(oa) ? '' : ' (no channel registered)'}
+                    </option>
+                  ))}
+                </select>
+                <FieldError errors={errors} field="lineOaId" />
+              </div>
+              <div className="field">
+                <label htmlFor="ce-cast">Cast type</label>
+                <select
+                  id="ce-cast"
+                  className={errors.has('castType') ? 'invalid' : undefined}
+                  value={form.castType}
+                  onChange={(e) => set('castType', e.target.value as CastType)}
+                >
+                  {CAST_TYPES.map((t) => (
+                    <option key={t} value={t}>
+                      {t === 'broadcast'
+                        ? 'broadcast (every friend)'
+                        : t === 'multicast'
+                          ? 'multicast (a sealed audience)'
+                          : 'narrowcast (a LINE audience group)'}
+                    </option>
+                  ))}
+                </select>
+                <FieldError errors={errors} field="castType" />
+              </div>
+            </div>
+            {form.castType !== 'broadcast' ? (
+              <div className="field">
+                <label htmlFor="ce-audience">
+                  {form.castType === 'multicast' ? 'Audience' : 'LINE audience group id'}
+                </label>
+                <input
+                  id="ce-audience"
+                  list={form.castType === 'multicast' ? 'ce-audiences' : undefined}
+                  className={errors.has('audienceId') ? 'invalid mono' : 'mono'}
+                  value={form.audienceId}
+                  placeholder={form.castType === 'multicast' ? 'a sealed audience id' : 'digits'}
+                  onChange={(e) => set('audienceId', e.target.value)}
+                />
+                {form.castType === 'multicast' ? (
+                  <>
+                    <datalist id="ce-audiences">
+                      {audienceList.map((a) => (
+                        <option key={a.audienceId} value={a.audienceId}>
+                          {a.name} · {a.members} members{a.sealed ? '' : ' · not sealed'}
+                        </option>
+                      ))}
+                    </datalist>
+                    <span className="hint" data-testid="audience-hint">
+                      {chosenAudience
+                        ? `“${chosenAudience.name}”: ${formatCount(chosenAudience.members)} members, ${chosenAudience.sealed ? 'sealed' : 'not sealed yet (a multicast needs a sealed audience)'}`
+                        : form.audienceId.trim()
+                          ? 'not among the organization’s audiences'
+                          : 'the sealed audience whose user ids receive it, in chunks of 500'}
+                    </span>
+                  </>
+                ) : null}
+                <FieldError errors={errors} field="audienceId" />
+              </div>
+            ) : null}
+          </Card>
 
-        <Card title={`Messages · ${form.messages.length} of ${MAX_MESSAGES}`}>
-          <ol className="line-edit-messages">
-            {form.messages.map((m, i) => (
-              <MessageEditor
-                // biome-ignore lint/suspicious/noArrayIndexKey: a message's place is its identity here.
-                key={i}
-                index={i}
-                message={m}
-                count={form.messages.length}
-                errors={errors}
-                onChange={(next) => setMessages((list) => list.map((old, j) => (j === i ? next : old)))}
-                onMove={(by) =>
-                  setMessages((list) => {
-                    const [moved] = list.splice(i, 1);
-                    list.splice(i + by, 0, moved!);
-                    return list;
-                  })
-                }
-                onRemove={() => setMessages((list) => list.filter((_, j) => j !== i))}
-              />
-            ))}
-          </ol>
-          <FieldError errors={errors} field="messages" />
-          <button
-            type="button"
-            disabled={form.messages.length >= MAX_MESSAGES}
-            onClick={() => setMessages((list) => [...list, { type: 'text', text: '' }])}
-          >
-            Add a text message
-          </button>
-        </Card>
+          <Card title={`Messages · ${form.messages.length} of ${MAX_MESSAGES}`}>
+            <ol className="line-edit-messages">
+              {form.messages.map((m, i) => (
+                <MessageEditor
+                  // biome-ignore lint/suspicious/noArrayIndexKey: a message's place is its identity here.
+                  key={i}
+                  index={i}
+                  message={m}
+                  count={form.messages.length}
+                  errors={errors}
+                  onChange={(next) => setMessages((list) => list.map((old, j) => (j === i ? next : old)))}
+                  onMove={(by) =>
+                    setMessages((list) => {
+                      const [moved] = list.splice(i, 1);
+                      list.splice(i + by, 0, moved!);
+                      return list;
+                    })
+                  }
+                  onRemove={() => setMessages((list) => list.filter((_, j) => j !== i))}
+                />
+              ))}
+            </ol>
+            <FieldError errors={errors} field="messages" />
+            <button
+              type="button"
+              disabled={form.messages.length >= MAX_MESSAGES}
+              onClick={() => setMessages((list) => [...list, { type: 'text', text: '' }])}
+            >
+              Add a text message
+            </button>
+          </Card>
 
-        <div data-testid="edit-errors">
-          <ErrorBanner error={error} onDismiss={() => setError(null)} />
-          {unchanged ? (
-            <p className="notice" role="status">
-              Nothing changed.
-            </p>
-          ) : null}
-        </div>
-        <div className="form-actions">
-          <button type="submit" className="primary" disabled={saving}>
-            {saving ? 'Saving…' : 'Save changes'}
-          </button>
-          <Link to={`/campaigns/${id}`}>Cancel</Link>
-        </div>
-      </form>
+          <div data-testid="edit-errors">
+            <ErrorBanner error={error} onDismiss={() => setError(null)} />
+            {unchanged ? (
+              <p className="notice" role="status">
+                Nothing changed.
+              </p>
+            ) : null}
+          </div>
+          <div className="form-actions">
+            <button type="submit" className="primary" disabled={saving}>
+              {saving ? 'Saving…' : 'Save changes'}
+            </button>
+            <Link to={`/campaigns/${id}`}>Cancel</Link>
+          </div>
+        </form>
+        <Card title="Preview" className="line-edit-preview">
+          <LineMessages messages={form.messages} />
+          <p className="hint">What the friends of {form.lineOaId || 'the account'} see, in this order.</p>
+        </Card>
+      </div>
     </div>
   );
 }

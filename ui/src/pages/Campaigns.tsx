@@ -2,7 +2,7 @@
  * Campaigns: search by id or name, filter by status, channel and creation time, newest first with a
  * cursor ("Load more" — never an offset or a count of everything), live on the `campaigns` topic. The
  * filters live in the URL, so a filtered list can be shared and survives a reload. Each row says what
- * goes out (an SMS template, a LINE campaign's messages), to whom (SMS recipients; a LINE broadcast's
+ * goes out (a LINE campaign's messages, an SMS campaign's kind), to whom (SMS recipients; a LINE broadcast's
  * friends, a multicast's audience and planned recipients) and how far it got (SMS delivered and failed;
  * LINE chunks accepted of those planned), all from the campaign's own facts.
  */
@@ -47,11 +47,11 @@ export function smsFacts(c: Campaign): {
   };
 }
 
-/** What a campaign sends, in one line. */
+/** What a campaign sends, in one line (a LINE campaign's messages; an SMS campaign's kind). */
 function contentOf(c: Campaign): string {
   if (c.line) return describeLineMessages(c.line.messages);
-  const template = (c.sms as Record<string, unknown> | null)?.template;
-  return typeof template === 'string' ? `“${template}”` : '';
+  const type = (c.sms as Record<string, unknown> | null)?.messageType;
+  return typeof type === 'string' ? `${type.toLowerCase()} SMS` : '';
 }
 
 /** To whom: SMS recipients, or a LINE campaign's target (and its planned recipients once planned). */
@@ -172,7 +172,7 @@ export function Campaigns() {
           <Link to={`/campaigns/${c.campaignId}`} onClick={(e) => e.stopPropagation()}>
             {c.name}
           </Link>
-          <div className="mono muted small-text">{c.campaignId}</div>
+          <div className="mono muted small-text nowrap">{c.campaignId}</div>
         </div>
       ),
     },
@@ -223,7 +223,11 @@ export function Campaigns() {
     {
       key: 'delivery',
       header: 'Delivery',
-      render: (c) => <Delivery c={c} />,
+      render: (c) => (
+        <span className="nowrap">
+          <Delivery c={c} />
+        </span>
+      ),
     },
     {
       key: 'cost',
@@ -237,7 +241,9 @@ export function Campaigns() {
       header: 'Start',
       render: (c) =>
         c.startAt ? (
-          <span title={c.startAt}>{formatTime(c.startAt)}</span>
+          <span className="nowrap" title={c.startAt}>
+            {formatTime(c.startAt)}
+          </span>
         ) : (
           <span className="muted">now</span>
         ),

@@ -177,10 +177,10 @@ function MessageBody({ m }: { m: LineMessage }) {
   }
 }
 
-/** The messages as LINE users see them, in order. */
-export function LineMessages({ messages }: { messages: readonly LineMessage[] }) {
+/** The messages as LINE users see them, in order (`bare`: one message inside the edit form). */
+export function LineMessages({ messages, bare }: { messages: readonly LineMessage[]; bare?: boolean }) {
   return (
-    <ol className="line-messages" data-testid="line-messages">
+    <ol className={bare ? 'line-messages bare' : 'line-messages'} data-testid="line-messages">
       {messages.map((m, i) => (
         // biome-ignore lint/suspicious/noArrayIndexKey: the messages' order is their identity.
         <li key={i} className="line-message" data-kind={m.type} data-testid="line-message">
@@ -319,74 +319,59 @@ const OUTCOME_TONE: Record<LineCall['outcome'], string> = {
   quota: 'badge-bad',
 };
 
-function LineCalls({ calls, truncated }: { calls: LineCall[]; truncated: boolean }) {
+/** The last LINE calls, newest first: when, which chunk, LINE's answer, its request id, the retry key. */
+function LineCalls({ calls }: { calls: LineCall[] }) {
   const shown = calls.slice(0, 10);
+  if (shown.length === 0) return <p className="muted">No call to LINE yet.</p>;
   return (
-    <div className="line-calls">
-      <h3>
-        LINE calls{' '}
-        <span className="muted small-text">
-          newest first{calls.length > shown.length ? `, the last ${shown.length} of ${calls.length}` : ''}
-          {truncated ? ' (older events not loaded)' : ''}
-        </span>
-      </h3>
-      {shown.length === 0 ? (
-        <p className="muted">No call to LINE yet.</p>
-      ) : (
-        <table className="data-table compact" data-testid="line-calls">
-          <thead>
-            <tr>
-              <th>Time</th>
-              <th>Chunk</th>
-              <th>Outcome</th>
-              <th>x-line-request-id</th>
-              <th>X-Line-Retry-Key</th>
+    <div className="table-wrap">
+      <table className="data-table compact" data-testid="line-calls">
+        <thead>
+          <tr>
+            <th>Time</th>
+            <th>Chunk</th>
+            <th>Outcome</th>
+            <th>x-line-request-id</th>
+            <th>Retry key</th>
+          </tr>
+        </thead>
+        <tbody>
+          {shown.map((call) => (
+            <tr key={call.position} data-testid="line-call" data-request-id={call.requestId ?? ''}>
+              <td className="nowrap mono small-text" title={formatTime(call.at)}>
+                {formatTime(call.at).slice(11)}
+              </td>
+              <td className="nowrap">
+                #{call.chunk}
+                {call.recipients !== null ? (
+                  <span className="muted small-text"> · {formatCount(call.recipients)} users</span>
+                ) : null}
+              </td>
+              <td>
+                <span className={`badge ${OUTCOME_TONE[call.outcome]}`}>
+                  {call.outcome === 'duplicate' ? 'accepted earlier (409)' : call.outcome}
+                </span>
+                {call.status && call.outcome !== 'accepted' && call.outcome !== 'duplicate' ? (
+                  <span className="muted small-text"> {call.status}</span>
+                ) : null}
+                {call.message ? <div className="error-text small-text">{call.message}</div> : null}
+              </td>
+              <td className="mono small-text nowrap" data-testid="line-request-id">
+                {call.requestId ?? '—'}
+              </td>
+              <td className="mono small-text muted" title={`X-Line-Retry-Key ${call.retryKey}`}>
+                {call.retryKey.slice(0, 8)}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {shown.map((call) => (
-              <tr key={call.position} data-testid="line-call" data-request-id={call.requestId ?? ''}>
-                <td className="nowrap mono small-text">{formatTime(call.at)}</td>
-                <td>
-                  #{call.chunk + 1}
-                  {call.recipients !== null ? (
-                    <span className="muted small-text"> · {formatCount(call.recipients)} users</span>
-                  ) : null}
-                </td>
-                <td>
-                  <span className={`badge ${OUTCOME_TONE[call.outcome]}`}>
-                    {call.outcome === 'duplicate' ? 'accepted earlier (409)' : call.outcome}
-                  </span>
-                  {call.status && call.outcome !== 'accepted' && call.outcome !== 'duplicate' ? (
-                    <span className="muted small-text"> {call.status}</span>
-                  ) : null}
-                  {call.message ? <div className="error-text small-text">{call.message}</div> : null}
-                </td>
-                <td className="mono small-text" data-testid="line-request-id">
-                  {call.requestId ?? '—'}
-                </td>
-                <td className="mono small-text muted" title={call.retryKey}>
-                  {call.retryKey.slice(0, 8)}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+          ))}
+        </tbody>
+      </table>
     </div>
   );
 }
 
 /** The delivery: chunks by outcome, recipients, the failure, the last calls. */
-function LineProgress({
-  c,
-  line,
-  timeline,
-}: {
-  c: Campaign;
-  line: LineFacts;
-  timeline?: Timeline | undefined;
-}) {
+function LineProgress({ c, line }: { c: Campaign; line: LineFacts }) {
   const { plan, progress: p } = line;
   const ended = isFinalStatus(c.status);
   const chunks = plan?.chunks ?? 0;
@@ -400,7 +385,6 @@ function LineProgress({
     ['unconfirmed', p.chunksUnconfirmed, 'seg-warn'],
     ['to send', pending, 'seg-pending'],
   ];
-  const calls = lineCalls(timeline);
   const failure =
     c.failureReason ?? (c.status === 'PARTIAL' || c.status === 'FAILED' ? p.lastError?.message : null);
   return (
@@ -489,19 +473,36 @@ function LineProgress({
           </span>
         </p>
       ) : null}
-      <LineCalls calls={calls} truncated={timeline?.truncated ?? false} />
     </>
   );
 }
 
 /** The LINE campaign's panels on its page: target, content, delivery. */
 export function LineCampaignPanels({ c, timeline }: { c: Campaign; timeline?: Timeline | undefined }) {
+  const calls = lineCalls(timeline);
+  const shown = Math.min(10, calls.length);
   return (
     <>
-      <div className="grid grid-2">
-        <Card title="Official account and audience">
-          <Target c={c} />
-        </Card>
+      <Card title="Delivery">
+        {c.line ? <LineProgress c={c} line={c.line} /> : <p className="muted">No delivery facts.</p>}
+      </Card>
+      <div className="grid grid-2 line-panels">
+        <div className="stack">
+          <Card title="Official account and audience">
+            <Target c={c} />
+          </Card>
+          <Card
+            title="LINE calls"
+            actions={
+              <span className="muted small-text">
+                newest first{calls.length > shown ? `, the last ${shown} of ${calls.length}` : ''}
+                {timeline?.truncated ? ' (older events not loaded)' : ''}
+              </span>
+            }
+          >
+            {timeline ? <LineCalls calls={calls} /> : <p className="muted">Loading…</p>}
+          </Card>
+        </div>
         <Card title={`Content${c.line ? ` · ${c.line.messages.length} message(s)` : ''}`}>
           {c.line ? (
             <LineMessages messages={c.line.messages} />
@@ -510,13 +511,6 @@ export function LineCampaignPanels({ c, timeline }: { c: Campaign; timeline?: Ti
           )}
         </Card>
       </div>
-      <Card title="Delivery">
-        {c.line ? (
-          <LineProgress c={c} line={c.line} timeline={timeline} />
-        ) : (
-          <p className="muted">No delivery facts.</p>
-        )}
-      </Card>
     </>
   );
 }
