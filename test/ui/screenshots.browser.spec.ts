@@ -4,7 +4,8 @@
  * fails the test on any), and with HERALD_UI_SCREENSHOTS=1 (`npm run ui:screenshots`) each is saved as
  * docs/screenshots/<page>.png for the README, the API's /docs page too (the campaign, recipient and cron
  * pages: screenshots-campaigns-cron.browser.spec.ts). The data is made the way an
- * operator's would be: LINE campaigns sent, scheduled, paused and cancelled through the API; multicast
+ * operator's would be: LINE campaigns (content, a registered channel, a sealed audience) sent to the
+ * dashboard's LINE test server, scheduled, paused and cancelled through the API; multicast
  * rows that really died (their queue deleted from RabbitMQ after the relay declared it, one attempt
  * allowed); actions waiting for signals, a signal received; cron jobs.
  */
@@ -16,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LINE_MULTICAST_QUEUE } from '../../src/domain/campaign.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { type UiPage, useDashboard } from './support/browser.js';
+import { lineCampaign } from './support/line.js';
 
 const save = process.env.HERALD_UI_SCREENSHOTS === '1';
 const dir = save ? undefined : mkdtempSync(join(tmpdir(), 'herald-screens-'));
@@ -51,16 +53,17 @@ const api = async (method: string, path: string, body?: unknown) => {
   return r.body;
 };
 
-const line = (name: string, castType: 'broadcast' | 'multicast' = 'broadcast') => ({
-  channel: 'line',
-  name,
-  castType,
-  lineOaId: 'oa-main',
-  ...(castType === 'multicast' ? { audienceId: 'aud-vip' } : {}),
-});
+const line = (name: string, castType: 'broadcast' | 'multicast' = 'broadcast') =>
+  lineCampaign(name, {
+    lineOaId: 'oa-main',
+    castType,
+    ...(castType === 'multicast' ? { audienceId: 'aud-vip' } : {}),
+  });
 
 beforeAll(async () => {
   key = await ui.dashboard.key(ORG, 'admin');
+  await ui.dashboard.lineChannel(ORG, 'oa-main', { friends: 40 });
+  await ui.dashboard.lineAudience(ORG, 'aud-vip', 120);
   connection = await amqp.connect(ui.dashboard.amqpUrl);
   channel = await connection.createChannel();
   await waitFor(async () => /queues declared/.test(ui.dashboard.roles.get('relay')!.output()), {
