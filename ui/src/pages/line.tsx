@@ -385,8 +385,18 @@ function LineProgress({ c, line }: { c: Campaign; line: LineFacts }) {
     ['unconfirmed', p.chunksUnconfirmed, 'seg-warn'],
     ['to send', pending, 'seg-pending'],
   ];
+  // A PARTIAL LINE campaign records no reason: its given-up chunks are the reason (ADR 0021).
+  const unconfirmed =
+    p.chunksUnconfirmed > 0
+      ? `${formatCount(p.chunksUnconfirmed)} chunk(s) (${formatCount(p.recipientsUnconfirmed)} recipients) unconfirmed: they may have reached LINE before a crash, and were not re-sent once their retry keys could have expired (LINE keeps a key 24 h)`
+      : null;
   const failure =
-    c.failureReason ?? (c.status === 'PARTIAL' || c.status === 'FAILED' ? p.lastError?.message : null);
+    c.failureReason ??
+    (c.status === 'PARTIAL'
+      ? (unconfirmed ?? p.lastError?.message)
+      : c.status === 'FAILED'
+        ? p.lastError?.message
+        : null);
   return (
     <>
       <div className="stats" data-testid="line-progress">
