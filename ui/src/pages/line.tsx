@@ -432,14 +432,18 @@ function LineProgress({ c, line }: { c: Campaign; line: LineFacts }) {
         <Stat
           label="Recipients accepted"
           value={
-            plan && plan.recipients === null
-              ? 'all friends'
-              : `${formatCount(p.recipientsAccepted)}${plan?.recipients != null ? ` / ${formatCount(plan.recipients)}` : ''}`
+            !plan
+              ? '—'
+              : plan.recipients === null
+                ? 'all friends'
+                : `${formatCount(p.recipientsAccepted)} / ${formatCount(plan.recipients)}`
           }
           hint={
-            plan && plan.recipients === null
-              ? `one ${c.castType} call`
-              : `${formatCount(p.recipientsUnconfirmed)} unconfirmed`
+            !plan
+              ? 'not sent yet'
+              : plan.recipients === null
+                ? `one ${c.castType} call`
+                : `${formatCount(p.recipientsUnconfirmed)} unconfirmed`
           }
           testId="line-recipients"
         />
