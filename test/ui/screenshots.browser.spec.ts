@@ -92,7 +92,18 @@ beforeAll(async () => {
   await api('POST', `/v1/campaigns/${cancelled.campaignId}/cancel`, { reason: 'duplicate of Spring sale' });
   await api('POST', '/v1/campaigns', line('New arrivals (draft)'));
 
-  // Multicasts whose queue is gone: unroutable, dead after one attempt.
+  await waitFor(
+    async () => {
+      for (const id of sent)
+        if ((await api('GET', `/v1/campaigns/${id}`)).status !== 'COMPLETED') return false;
+      return true;
+    },
+    { what: 'the sent campaigns COMPLETED', timeoutMs: 60_000 },
+  );
+
+  // Multicasts whose queue is gone: unroutable, dead after one attempt. The worker is stopped first:
+  // its consumer, cancelled by the deletion, would declare the queue again when it reconnects.
+  await ui.dashboard.roles.get('worker')!.stop();
   await channel.deleteQueue(LINE_MULTICAST_QUEUE);
   for (const name of ['VIP preview: winter collection', 'VIP birthday coupons']) {
     const c = await api('POST', '/v1/campaigns', line(name, 'multicast'));
@@ -107,14 +118,6 @@ beforeAll(async () => {
     );
     throw new Error(`${error.message}\n${JSON.stringify(rows)}\n${ui.dashboard.output()}`);
   });
-  await waitFor(
-    async () => {
-      for (const id of sent)
-        if ((await api('GET', `/v1/campaigns/${id}`)).status !== 'COMPLETED') return false;
-      return true;
-    },
-    { what: 'the sent campaigns COMPLETED', timeoutMs: 60_000 },
-  );
 
   // Actions: reminders and waits for signals; one signal unlocks a wait.
   const action = (body: Record<string, unknown>) => api('POST', '/v1/actions', body);
