@@ -13,6 +13,7 @@ import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { inlineRequest } from '../support/sms.js';
 import { type UiPage, useDashboard } from './support/browser.js';
+import { lineCampaign } from './support/line.js';
 
 const ui = useDashboard({
   roles: ['scanner', 'relay', 'worker', 'sms-simulator'],
@@ -44,15 +45,10 @@ describe('campaigns in the browser', () => {
   it('pause, resume and cancel from the page, each with a reason; the timeline shows the events with the actor', async () => {
     const key = await ui.dashboard.key(ORG, 'operator');
     const startAt = new Date(Date.now() + 3 * 3_600_000).toISOString();
+    await ui.dashboard.lineChannel(ORG, 'oa-spring');
     const created = await ui.dashboard.request('POST', '/v1/campaigns', {
       key,
-      body: {
-        channel: 'line',
-        name: 'Spring sale — LINE broadcast',
-        castType: 'broadcast',
-        lineOaId: 'oa-spring',
-        startAt,
-      },
+      body: lineCampaign('Spring sale — LINE broadcast', { lineOaId: 'oa-spring', startAt }),
     });
     expect(created.status, created.text).toBe(201);
     const id = created.body.campaignId as string;
@@ -140,15 +136,15 @@ describe('campaigns in the browser', () => {
 
   it("a sent campaign's timeline follows the command to its message, the broker confirm and the consumer", async () => {
     const key = await ui.dashboard.key(ORG, 'operator');
+    await ui.dashboard.lineChannel(ORG, 'oa-flash');
+    await ui.dashboard.lineAudience(ORG, 'aud-vip', 3);
     const created = await ui.dashboard.request('POST', '/v1/campaigns', {
       key,
-      body: {
-        channel: 'line',
-        name: 'Flash deal — multicast',
+      body: lineCampaign('Flash deal — multicast', {
+        lineOaId: 'oa-flash',
         castType: 'multicast',
         audienceId: 'aud-vip',
-        lineOaId: 'oa-flash',
-      },
+      }),
     });
     expect(created.status, created.text).toBe(201);
     const id = created.body.campaignId as string;

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LINE_BROADCAST_QUEUE } from '../../src/domain/campaign.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { useDashboard } from './support/browser.js';
+import { lineCampaign } from './support/line.js';
 
 const ui = useDashboard({
   roles: ['relay'],
@@ -45,6 +46,7 @@ afterAll(async () => {
 describe('outbox page', () => {
   it('dead rows appear live with their error; requeued as a selection they are sent; one skipped with a reason', async () => {
     const key = await ui.dashboard.key('org-outbox', 'operator');
+    await ui.dashboard.lineChannel('org-outbox', 'oa-1');
     const p = await ui.page();
     await p.signIn(key, '/outbox');
     await p.page.getByRole('tab', { name: /Dead rows/ }).waitFor();
@@ -57,7 +59,7 @@ describe('outbox page', () => {
     for (const name of ['spring sale', 'restock alert', 'weekly digest']) {
       const c = await ui.dashboard.request('POST', '/v1/campaigns', {
         key,
-        body: { channel: 'line', name, castType: 'broadcast', lineOaId: 'oa-1' },
+        body: lineCampaign(name),
       });
       expect(c.status, c.text).toBe(201);
       const sent = await ui.dashboard.request('POST', `/v1/campaigns/${c.body.campaignId}/send-now`, { key });

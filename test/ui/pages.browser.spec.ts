@@ -6,9 +6,10 @@
  * correlation key, fires an action now (seen done, live) and changes a wait's deadline. No console
  * error on any of it (the harness fails the test otherwise).
  */
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../src/testing/wait.js';
 import { useDashboard } from './support/browser.js';
+import { lineCampaign } from './support/line.js';
 
 const ui = useDashboard({
   roles: ['scanner', 'relay', 'worker', 'projector'],
@@ -21,10 +22,13 @@ const ui = useDashboard({
 
 const ORG = 'org-pages';
 
+// The organization's LINE official account: its broadcasts go to the dashboard's LINE test server.
+beforeAll(() => ui.dashboard.lineChannel(ORG, 'oa-1'));
+
 async function dispatchCampaign(key: string, name: string): Promise<string> {
   const c = await ui.dashboard.request('POST', '/v1/campaigns', {
     key,
-    body: { channel: 'line', name, castType: 'broadcast', lineOaId: 'oa-1' },
+    body: lineCampaign(name),
   });
   expect(c.status, c.text).toBe(201);
   const sent = await ui.dashboard.request('POST', `/v1/campaigns/${c.body.campaignId}/send-now`, { key });

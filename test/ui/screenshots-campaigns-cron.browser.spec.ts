@@ -3,7 +3,9 @@
  * and the roles (ADR 0018), the way screenshots.browser.spec.ts does the other pages: each renders its
  * data with no console error (the harness fails the test on any), and with HERALD_UI_SCREENSHOTS=1
  * (`npm run ui:screenshots`) each is saved as docs/screenshots/<page>.png. The data is made as an
- * operator's would be: LINE campaigns paused, resumed and sent end to end, SMS campaigns charged with
+ * operator's would be: LINE campaigns paused, resumed and sent end to end through the dashboard's LINE
+ * test server (a multicast with every kind of content, one LINE refuses), a scheduled one in the edit
+ * form, SMS campaigns charged with
  * their recipients, cron jobs whose webhooks hit a real HTTP server on loopback (a slow target so
  * occurrences are skipped for overlap, a failing one that retries, a pause, a backfill, a manual run).
  */
@@ -16,6 +18,7 @@ import { waitFor } from '../../src/testing/wait.js';
 import { startHttpServer, type TestHttpServer } from '../support/cron.js';
 import { inlineRequest } from '../support/sms.js';
 import { type UiPage, useDashboard } from './support/browser.js';
+import { CONTENT_ORIGIN, image, lineCampaign, RICH_MESSAGES, text } from './support/line.js';
 
 const save = process.env.HERALD_UI_SCREENSHOTS === '1';
 const dir = save ? undefined : mkdtempSync(join(tmpdir(), 'herald-screens-b-'));
@@ -33,7 +36,7 @@ const ui = useDashboard({
 const ORG = 'org-demo';
 let key: string;
 let http: TestHttpServer;
-const ids: { line?: string; sms?: string; sync?: string } = {};
+const ids: { line?: string; refused?: string; scheduled?: string; sms?: string; sync?: string } = {};
 
 async function shoot(p: UiPage, name: string): Promise<void> {
   await p.page.waitForLoadState('networkidle').catch(() => {});
@@ -48,13 +51,8 @@ const api = async (method: string, path: string, body?: unknown) => {
   return r.body;
 };
 
-const line = (name: string, extra: Record<string, unknown> = {}) => ({
-  channel: 'line',
-  name,
-  castType: 'broadcast',
-  lineOaId: 'oa-main',
-  ...extra,
-});
+const line = (name: string, extra: Parameters<typeof lineCampaign>[1] = {}) =>
+  lineCampaign(name, { lineOaId: 'oa-main', ...extra });
 const hours = (n: number) => new Date(Date.now() + n * 3_600_000).toISOString();
 
 beforeAll(async () => {
@@ -63,14 +61,28 @@ beforeAll(async () => {
   http.respond('/crm', { status: 503, body: '{"error":"crm maintenance window"}' });
   http.respond('/digest', { status: 200, body: 'queued digest for 312 subscribers' });
   key = await ui.dashboard.key(ORG, 'admin');
+  await ui.dashboard.lineChannel(ORG, 'oa-main', { friends: 40 });
+  await ui.dashboard.lineChannel(ORG, 'oa-outlet');
+  await ui.dashboard.lineAudience(ORG, 'aud-members', 1_200);
   await waitFor(async () => /queues declared/.test(ui.dashboard.roles.get('relay')!.output()), {
     what: 'the relay to declare its queues',
     timeoutMs: 60_000,
   });
 
-  // LINE: one scheduled, paused, resumed with reasons, then sent end to end; others around it.
-  const spring = await api('POST', '/v1/campaigns', line('Spring sale: 20% off', { startAt: hours(2) }));
+  // LINE: a multicast with every kind of content scheduled, edited, paused and resumed with reasons,
+  // then sent end to end in three chunks; others around it.
+  const spring = await api(
+    'POST',
+    '/v1/campaigns',
+    line('Spring sale: 20% off', {
+      castType: 'multicast',
+      audienceId: 'aud-members',
+      messages: [text('Spring sale starts now.'), ...RICH_MESSAGES.slice(1)],
+      startAt: hours(2),
+    }),
+  );
   ids.line = spring.campaignId;
+  await api('PATCH', `/v1/campaigns/${spring.campaignId}`, { messages: RICH_MESSAGES });
   await api('POST', `/v1/campaigns/${spring.campaignId}/pause`, { reason: 'waiting for legal sign-off' });
   await api('POST', `/v1/campaigns/${spring.campaignId}/resume`, { reason: 'legal approved the copy' });
   await api('POST', `/v1/campaigns/${spring.campaignId}/send-now`);
@@ -78,7 +90,36 @@ beforeAll(async () => {
     const c = await api('POST', '/v1/campaigns', line(name));
     await api('POST', `/v1/campaigns/${c.campaignId}/send-now`);
   }
-  await api('POST', '/v1/campaigns', line('Black Friday early access', { startAt: hours(20) }));
+  // LINE refuses the outlet account's call: FAILED with LINE's message.
+  ui.dashboard.line.behave('channel-oa-outlet', {
+    kind: 'reject',
+    status: 400,
+    message: 'The request body has 1 error(s)',
+    details: [{ message: 'The image could not be downloaded', property: 'messages[1].originalContentUrl' }],
+  });
+  const refused = await api(
+    'POST',
+    '/v1/campaigns',
+    line('Outlet clearance', {
+      lineOaId: 'oa-outlet',
+      messages: [text('Outlet clearance: up to 70% off'), image('outlet.jpg')],
+    }),
+  );
+  ids.refused = refused.campaignId;
+  await api('POST', `/v1/campaigns/${refused.campaignId}/send-now`);
+  const scheduled = await api(
+    'POST',
+    '/v1/campaigns',
+    line('Black Friday early access', {
+      messages: [
+        text('Black Friday starts early for our members: 24 hours of first picks.'),
+        image('black-friday.jpg'),
+        RICH_MESSAGES[2]!,
+      ],
+      startAt: hours(20),
+    }),
+  );
+  ids.scheduled = scheduled.campaignId;
   const paused = await api('POST', '/v1/campaigns', line('Holiday gift guide', { startAt: hours(48) }));
   await api('POST', `/v1/campaigns/${paused.campaignId}/pause`, { reason: 'waiting for final prices' });
   const cancelled = await api('POST', '/v1/campaigns', line('Flash sale (duplicate)', { startAt: hours(6) }));
@@ -171,6 +212,10 @@ beforeAll(async () => {
     what: 'the spring sale COMPLETED',
     timeoutMs: 60_000,
   });
+  await waitFor(async () => (await api('GET', `/v1/campaigns/${ids.refused}`)).status === 'FAILED', {
+    what: 'the outlet clearance FAILED',
+    timeoutMs: 60_000,
+  });
 }, 300_000);
 
 afterAll(async () => {
@@ -179,8 +224,9 @@ afterAll(async () => {
 });
 
 describe('campaign, recipient and cron pages with demo data', () => {
-  it('campaigns, a LINE campaign, an SMS campaign, recipients', async () => {
+  it('campaigns, a LINE campaign, its edit form, a failed one, an SMS campaign, recipients', async () => {
     const p = await ui.page();
+    await p.serveImages(CONTENT_ORIGIN);
     await p.signIn(key);
     await p.goto('/campaigns');
     await p.page.getByTestId('campaigns').locator('tbody tr[data-row-key]').nth(7).waitFor();
@@ -192,7 +238,19 @@ describe('campaign, recipient and cron pages with demo data', () => {
       .getByText('line-delivery')
       .first()
       .waitFor({ timeout: 20_000 });
+    await p.page.getByTestId('line-call').nth(2).waitFor();
     await shoot(p, 'campaign-detail');
+
+    await p.goto(`/campaigns/${ids.refused}`);
+    await p.page.getByTestId('line-failure').waitFor();
+    await shoot(p, 'campaign-detail-line-failed');
+
+    await p.goto(`/campaigns/${ids.scheduled}`);
+    await p.page.getByRole('link', { name: 'Edit', exact: true }).click();
+    const message = p.page.getByLabel('Message 1 · text');
+    await message.fill('Black Friday starts early for members: 24 hours of first picks, from 8 am.');
+    await p.page.getByLabel('Name').fill('Black Friday early access (members)');
+    await shoot(p, 'campaign-edit');
 
     await p.goto(`/campaigns/${ids.sms}`);
     await p.page.getByTestId('campaign-progress').waitFor();

@@ -4,7 +4,8 @@
  * fails the test on any), and with HERALD_UI_SCREENSHOTS=1 (`npm run ui:screenshots`) each is saved as
  * docs/screenshots/<page>.png for the README, the API's /docs page too (the campaign, recipient and cron
  * pages: screenshots-campaigns-cron.browser.spec.ts). The data is made the way an
- * operator's would be: LINE campaigns sent, scheduled, paused and cancelled through the API; multicast
+ * operator's would be: LINE campaigns (content, a registered channel, a sealed audience) sent to the
+ * dashboard's LINE test server, scheduled, paused and cancelled through the API; multicast
  * rows that really died (their queue deleted from RabbitMQ after the relay declared it, one attempt
  * allowed); actions waiting for signals, a signal received; cron jobs.
  */
@@ -16,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LINE_MULTICAST_QUEUE } from '../../src/domain/campaign.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { type UiPage, useDashboard } from './support/browser.js';
+import { lineCampaign } from './support/line.js';
 
 const save = process.env.HERALD_UI_SCREENSHOTS === '1';
 const dir = save ? undefined : mkdtempSync(join(tmpdir(), 'herald-screens-'));
@@ -51,16 +53,17 @@ const api = async (method: string, path: string, body?: unknown) => {
   return r.body;
 };
 
-const line = (name: string, castType: 'broadcast' | 'multicast' = 'broadcast') => ({
-  channel: 'line',
-  name,
-  castType,
-  lineOaId: 'oa-main',
-  ...(castType === 'multicast' ? { audienceId: 'aud-vip' } : {}),
-});
+const line = (name: string, castType: 'broadcast' | 'multicast' = 'broadcast') =>
+  lineCampaign(name, {
+    lineOaId: 'oa-main',
+    castType,
+    ...(castType === 'multicast' ? { audienceId: 'aud-vip' } : {}),
+  });
 
 beforeAll(async () => {
   key = await ui.dashboard.key(ORG, 'admin');
+  await ui.dashboard.lineChannel(ORG, 'oa-main', { friends: 40 });
+  await ui.dashboard.lineAudience(ORG, 'aud-vip', 120);
   connection = await amqp.connect(ui.dashboard.amqpUrl);
   channel = await connection.createChannel();
   await waitFor(async () => /queues declared/.test(ui.dashboard.roles.get('relay')!.output()), {
@@ -89,7 +92,18 @@ beforeAll(async () => {
   await api('POST', `/v1/campaigns/${cancelled.campaignId}/cancel`, { reason: 'duplicate of Spring sale' });
   await api('POST', '/v1/campaigns', line('New arrivals (draft)'));
 
-  // Multicasts whose queue is gone: unroutable, dead after one attempt.
+  await waitFor(
+    async () => {
+      for (const id of sent)
+        if ((await api('GET', `/v1/campaigns/${id}`)).status !== 'COMPLETED') return false;
+      return true;
+    },
+    { what: 'the sent campaigns COMPLETED', timeoutMs: 60_000 },
+  );
+
+  // Multicasts whose queue is gone: unroutable, dead after one attempt. The worker is stopped first:
+  // its consumer, cancelled by the deletion, would declare the queue again when it reconnects.
+  await ui.dashboard.roles.get('worker')!.stop();
   await channel.deleteQueue(LINE_MULTICAST_QUEUE);
   for (const name of ['VIP preview: winter collection', 'VIP birthday coupons']) {
     const c = await api('POST', '/v1/campaigns', line(name, 'multicast'));
@@ -104,14 +118,6 @@ beforeAll(async () => {
     );
     throw new Error(`${error.message}\n${JSON.stringify(rows)}\n${ui.dashboard.output()}`);
   });
-  await waitFor(
-    async () => {
-      for (const id of sent)
-        if ((await api('GET', `/v1/campaigns/${id}`)).status !== 'COMPLETED') return false;
-      return true;
-    },
-    { what: 'the sent campaigns COMPLETED', timeoutMs: 60_000 },
-  );
 
   // Actions: reminders and waits for signals; one signal unlocks a wait.
   const action = (body: Record<string, unknown>) => api('POST', '/v1/actions', body);

@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { useDashboard } from './support/browser.js';
+import { lineCampaign } from './support/line.js';
 
 const ui = useDashboard();
 
@@ -67,12 +68,14 @@ describe('sign-in', () => {
 
   it('a viewer sees no command buttons on any page, and the API refuses its commands (403)', async () => {
     const operator = await ui.dashboard.key('org-viewer', 'operator');
-    // Something to act on: a scheduled campaign, a pending action, a dead outbox row.
+    // Something to act on: a draft campaign, a pending action, a dead outbox row.
     const campaign = await ui.dashboard.request('POST', '/v1/campaigns', {
       key: operator,
-      body: { channel: 'line', name: 'viewer check', castType: 'broadcast', lineOaId: 'oa-1' },
+      body: lineCampaign('viewer check'),
     });
     expect(campaign.status, campaign.text).toBe(201);
+    // A draft: its state offers the edit, which a viewer is not shown.
+    expect(campaign.body.commands).toContain('edit');
     const action = await ui.dashboard.request('POST', '/v1/actions', {
       key: operator,
       body: {
@@ -103,6 +106,8 @@ describe('sign-in', () => {
         name: /^(requeue|skip|fire now|reschedule|change deadline|cancel|pause|resume|send now|trigger|backfill|new|create|edit|delete)/i,
       });
       expect(await commands.count(), `command buttons on ${path}`).toBe(0);
+      const edit = p.page.locator('main').getByRole('link', { name: 'Edit', exact: true });
+      expect(await edit.count(), `edit links on ${path}`).toBe(0);
     }
     // The action is listed to the viewer, without its buttons.
     await p.goto('/actions');

@@ -3,6 +3,7 @@ import { Navigate, Route, Routes } from 'react-router-dom';
 import { Layout } from './components';
 import { Actions } from './pages/Actions';
 import { CampaignDetail } from './pages/CampaignDetail';
+import { CampaignEdit } from './pages/CampaignEdit';
 import { Campaigns } from './pages/Campaigns';
 import { CronJobDetail } from './pages/CronJobDetail';
 import { CronJobForm } from './pages/CronJobForm';
@@ -20,6 +21,7 @@ export function App() {
         <Route index element={<Overview />} />
         <Route path="campaigns" element={<Campaigns />} />
         <Route path="campaigns/:id" element={<CampaignDetail />} />
+        <Route path="campaigns/:id/edit" element={<CampaignEdit />} />
         <Route path="recipients" element={<Recipients />} />
         <Route path="actions" element={<Actions />} />
         <Route path="cron" element={<CronJobs />} />

@@ -13,6 +13,11 @@
  *     await page.signIn(await ui.dashboard.key('org-a', 'operator'));
  *     await page.goto('/outbox');
  *   });
+ *
+ * Every dashboard has a LINE test server (the simulator that checks each request against LINE's OpenAPI
+ * document, ADR 0021) that its roles deliver LINE campaigns to: `ui.dashboard.lineChannel(org, oa)`
+ * registers an official account's channel in it and in Herald's directory, `lineAudience` a sealed
+ * audience, so the organization's LINE campaigns pass the readiness check.
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -23,10 +28,13 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll } from 'vitest';
+import { LineDirectory } from '../../../src/aggregates/campaign/line/directory.js';
+import type { LineSimulator } from '../../../src/aggregates/campaign/line/simulator/server.js';
 import { type ApiKeyRole, createApiKey } from '../../../src/api/auth.js';
 import { waitFor } from '../../../src/testing/wait.js';
 import { type ApiReply, type RequestOptions, request } from '../../api/support/api.js';
 import { type RunningHerald, spawnHerald } from '../../support/cli.js';
+import { lineEnv, lineUserId, startTestLineSimulator, testLineSettings } from '../../support/line.js';
 import { createTestDatabase, type TestDatabase } from '../../support/services.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -77,6 +85,15 @@ export interface Dashboard {
   key(organizationId: string, role?: ApiKeyRole): Promise<string>;
   /** A request to the API outside the browser (Bearer key or none). */
   request(method: string, path: string, options?: RequestOptions): Promise<ApiReply>;
+  /** The LINE test server the roles deliver LINE campaigns to. */
+  line: LineSimulator;
+  /**
+   * Registers `lineOaId`'s channel for the organization in the LINE test server (channel
+   * `channel-<lineOaId>`, a long-lived token; `friends` receive its broadcasts) and in Herald's directory.
+   */
+  lineChannel(organizationId: string, lineOaId: string, options?: { friends?: number }): Promise<void>;
+  /** A sealed audience of `members` test users (lineUserId(from)…) for the organization's multicasts. */
+  lineAudience(organizationId: string, audienceId: string, members: number, from?: number): Promise<void>;
   /** Every child's output so far (for failure messages). */
   output(): string;
   stop(): Promise<void>;
@@ -118,6 +135,7 @@ function childEnv(t: TestDatabase, extra: Record<string, string>): Record<string
 /** `herald api` (+ `roles`) on a fresh database, the API on a free loopback port. */
 export async function startDashboard(options: DashboardOptions = {}): Promise<Dashboard> {
   const t = await createTestDatabase();
+  const line = await startTestLineSimulator();
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const vhost = options.ownBroker === false ? undefined : `herald_ui_${randomUUID().slice(0, 8)}`;
@@ -128,8 +146,11 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     HERALD_API_HOST: '127.0.0.1',
     HERALD_API_PORT: String(port),
     ...(amqpUrl ? { AMQP_URL: amqpUrl } : {}),
+    // LINE's limit of 60 broadcasts an hour per channel would space a spec's broadcasts a minute apart.
+    ...lineEnv(line, { HERALD_LINE_BROADCAST_PER_HOUR: '360000', HERALD_LINE_NARROWCAST_PER_HOUR: '360000' }),
     ...options.env,
   });
+  const directory = new LineDirectory({ db: t.db, settings: testLineSettings(line) });
   // The API's request log is noise in a failure message; the roles' info lines tell what happened.
   const api = spawnHerald(['api'], { ...env, HERALD_LOG_LEVEL: process.env.HERALD_TEST_LOG ?? 'warn' });
   const roles = new Map<HeraldRole, RunningHerald>();
@@ -142,6 +163,7 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     ].join('\n');
   const stop = async () => {
     await Promise.all([api.stop(), ...[...roles.values()].map((r) => r.stop())]);
+    await line.close();
     await t.drop();
     if (vhost) services('amqp-vhost', 'delete', vhost);
   };
@@ -172,6 +194,27 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
       return (await createApiKey(t.db, { organizationId, role, createdBy: 'browser-test' })).key;
     },
     request: (method, path, opts) => request(url, method, path, opts),
+    line,
+    async lineChannel(organizationId, lineOaId, opts = {}) {
+      const channelId = `channel-${lineOaId}`;
+      const token = `token-${lineOaId}`;
+      line.addChannel({
+        channelId,
+        tokens: [token],
+        friends: Array.from({ length: opts.friends ?? 0 }, (_, i) => lineUserId(1_000_000 + i)),
+      });
+      await directory.registerChannel({ lineOaId, organizationId, channelId, channelAccessToken: token });
+    },
+    async lineAudience(organizationId, audienceId, members, from = 0) {
+      await directory.createAudience({ audienceId, organizationId, name: audienceId });
+      for (let start = 0; start < members; start += 10_000) {
+        const ids = Array.from({ length: Math.min(10_000, members - start) }, (_, i) =>
+          lineUserId(from + start + i),
+        );
+        await directory.addMembers(audienceId, ids);
+      }
+      await directory.sealAudience(audienceId);
+    },
     output,
     stop,
   };
@@ -194,6 +237,12 @@ export interface UiPage {
   problems: string[];
   /** Declares a failed resource load as expected (e.g. the 401 of a wrong key). */
   allowHttp(expected: ExpectedHttp): void;
+  /**
+   * Serves every request to `origin` (e.g. `https://cdn.example.com`) with a generated picture, and
+   * declares that origin allowed: the images a LINE campaign's content names by URL (the dashboard shows
+   * their thumbnails), with no network. The dashboard's own assets must still come from the API.
+   */
+  serveImages(origin: string): Promise<void>;
   /** Opens /ui<path> and waits for the app to render it. */
   goto(path: string): Promise<void>;
   /** Signs in through the sign-in page with `key` and waits for the frame. */
@@ -201,6 +250,23 @@ export interface UiPage {
   /** Saves a PNG of the page into docs/screenshots/<name>.png (the full page unless told otherwise). */
   screenshot(name: string, options?: { fullPage?: boolean }): Promise<string>;
   close(): Promise<void>;
+}
+
+/** A picture standing in for a content image: a gradient (its hue from the URL) with the file's name. */
+function pictureOf(url: string): string {
+  const name = decodeURIComponent(new URL(url).pathname.split('/').pop() ?? 'image');
+  let hue = 0;
+  for (const ch of url) hue = (hue * 31 + ch.charCodeAt(0)) % 360;
+  const label = name.replace(/[<>&"]/g, '');
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="480" height="320" viewBox="0 0 480 320">
+<defs><linearGradient id="g" x1="0" y1="0" x2="1" y2="1">
+<stop offset="0" stop-color="hsl(${hue},70%,62%)"/><stop offset="1" stop-color="hsl(${(hue + 50) % 360},65%,42%)"/>
+</linearGradient></defs>
+<rect width="480" height="320" fill="url(#g)"/>
+<circle cx="380" cy="90" r="44" fill="rgba(255,255,255,0.35)"/>
+<path d="M0 320 L150 170 L260 260 L340 200 L480 320 Z" fill="rgba(0,0,0,0.18)"/>
+<text x="24" y="292" font-family="sans-serif" font-size="26" fill="white">${label}</text>
+</svg>`;
 }
 
 const FAILED_LOAD = /^Failed to load resource: the server responded with a status of (\d{3})/;
@@ -219,6 +285,7 @@ export async function openUiPage(browser: Browser, dashboard: Dashboard): Promis
   const problems: string[] = [];
   // The signed-out check on load answers 401 by design (GET /v1/session); anything else is declared.
   const allowed: ExpectedHttp[] = [{ path: '/v1/session', status: 401 }];
+  const contentOrigins = new Set<string>();
   page.on('console', (message) => {
     if (message.type() !== 'error') return;
     const text = message.text();
@@ -245,6 +312,7 @@ export async function openUiPage(browser: Browser, dashboard: Dashboard): Promis
   });
   page.on('request', (req) => {
     const target = new URL(req.url());
+    if (contentOrigins.has(target.origin)) return;
     if (target.origin !== new URL(dashboard.url).origin && !req.url().startsWith('data:')) {
       problems.push(`off-origin request (no CDN allowed): ${req.url()}`);
     }
@@ -254,6 +322,12 @@ export async function openUiPage(browser: Browser, dashboard: Dashboard): Promis
     context,
     problems,
     allowHttp: (expected) => allowed.push(expected),
+    async serveImages(origin) {
+      contentOrigins.add(new URL(origin).origin);
+      await page.route(`${new URL(origin).origin}/**`, (route) =>
+        route.fulfill({ status: 200, contentType: 'image/svg+xml', body: pictureOf(route.request().url()) }),
+      );
+    },
     async goto(path) {
       await page.goto(`/ui${path.startsWith('/') ? path : `/${path}`}`);
       await page.waitForSelector('#root > *');

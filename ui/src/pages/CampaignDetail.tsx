@@ -1,10 +1,11 @@
 /**
  * One campaign: its progress (SMS: recipients by state, costs, deferred by send window — all from the
- * campaign's event-maintained counters, never counted on read), the timeline from its event history as
+ * campaign's event-maintained counters, never counted on read; LINE: its official account and audience,
+ * its content, its delivery plan's chunks and the last LINE calls, line.tsx), the timeline from its event history as
  * causal chains (command → events → outbox message → broker confirm → consumer, each event with its
  * actor), and the controls — pause, resume, reschedule, cancel, resend (with its preview when the server
- * offers one) — each behind a confirmation that asks for a reason. Live on the `campaigns` topic. A
- * viewer sees no command buttons.
+ * offers one) — each behind a confirmation that asks for a reason — and, while the state allows it, a
+ * link to the LINE edit form. Live on the `campaigns` topic. A viewer sees no command buttons.
  */
 import { useQuery } from '@tanstack/react-query';
 import { type ReactNode, useState } from 'react';
@@ -20,6 +21,7 @@ import {
   StatusBadge,
 } from '../components';
 import { formatCount, formatRelative, formatTime } from '../format';
+import { LineCampaignPanels } from './line';
 import './pages-b.css';
 
 type Campaign = Schemas['Campaign'];
@@ -137,35 +139,6 @@ function SmsProgress({ sms }: { sms: Sms }) {
   );
 }
 
-function LineFacts({ c }: { c: Campaign }) {
-  return (
-    <dl className="kv" data-testid="campaign-progress">
-      <dt>Cast</dt>
-      <dd>
-        {c.castType ?? '—'}{' '}
-        {c.audienceId ? <span className="mono small-text">audience {c.audienceId}</span> : null}
-      </dd>
-      <dt>LINE OA</dt>
-      <dd className="mono">{c.lineOaId ?? '—'}</dd>
-      <dt>Start</dt>
-      <dd>{c.startAt ? formatTime(c.startAt) : 'immediately'}</dd>
-      <dt>Deadline</dt>
-      <dd>{c.dispatchDeadline ? formatTime(c.dispatchDeadline) : '—'}</dd>
-      <dt>Claim</dt>
-      <dd>
-        epoch {c.claimEpoch}
-        {c.claimedAt ? ` · claimed ${formatRelative(c.claimedAt)}` : ''}
-      </dd>
-      {c.failureReason ? (
-        <>
-          <dt>Failure</dt>
-          <dd className="error-text">{c.failureReason}</dd>
-        </>
-      ) : null}
-    </dl>
-  );
-}
-
 /** One outbox message of an event: the row, its broker confirm(s), its consumers. */
 function MessageChain({ m }: { m: Message }) {
   const outbox = m.outbox as Record<string, unknown> | null;
@@ -230,11 +203,22 @@ function summary(data: unknown): string {
     'failed',
     'deferred',
     'amount',
+    // LINE delivery steps (ADR 0021): the chunk, LINE's answer and its request id.
+    'chunks',
+    'chunk',
+    'kind',
+    'requestId',
+    'acceptedRequestId',
+    'message',
   ];
-  return keys
+  const parts = keys
     .filter((k) => d[k] !== undefined && d[k] !== null && typeof d[k] !== 'object')
-    .map((k) => `${k}: ${str(d[k])}`)
-    .join(' · ');
+    .map((k) => `${k}: ${str(d[k])}`);
+  // A CMS edit: which fields it changed.
+  if (d.changes && typeof d.changes === 'object') {
+    parts.unshift(`changed: ${Object.keys(d.changes).join(', ')}`);
+  }
+  return parts.join(' · ');
 }
 
 /** Events grouped by the command that caused them (same correlation id, consecutive). */
@@ -372,6 +356,7 @@ function RescheduleButton({
 
 export function CampaignDetail() {
   const { id } = useParams() as { id: string };
+  const { canCommand } = useSession();
   const campaign = useQuery({
     queryKey: ['campaigns', id],
     queryFn: () => unwrap(api.GET('/v1/campaigns/{id}', { params: { path: { id } } })),
@@ -458,8 +443,31 @@ export function CampaignDetail() {
       />,
     );
   }
-  if (allowed.has('resend')) {
+  if (allowed.has('resend') && c.channel === 'sms') {
     controls.push(<ResendButton key="resend" c={c} onDone={refetch} />);
+  }
+  if (allowed.has('resend') && c.channel === 'line') {
+    controls.push(
+      <CommandButton
+        key="resend"
+        label="Resend"
+        title={`Resend ${c.name}`}
+        description="Reopens the campaign (QUEUED) for the chunks LINE has not accepted, under their planned retry keys: a chunk LINE accepted is never sent again."
+        confirmLabel="Resend"
+        requireReason
+        onConfirm={async (reason) => {
+          await unwrap(api.POST('/v1/campaigns/{id}/resend', { ...path, body: { reason } }));
+          await refetch();
+        }}
+      />,
+    );
+  }
+  if (allowed.has('edit') && c.channel === 'line' && canCommand) {
+    controls.unshift(
+      <Link key="edit" className="button" to={`/campaigns/${c.campaignId}/edit`}>
+        Edit
+      </Link>,
+    );
   }
   if (allowed.has('cancel')) {
     controls.push(
@@ -498,7 +506,13 @@ export function CampaignDetail() {
         }
         actions={controls.length > 0 ? controls : null}
       />
-      <Card title="Progress">{sms ? <SmsProgress sms={sms} /> : <LineFacts c={c} />}</Card>
+      {sms ? (
+        <Card title="Progress">
+          <SmsProgress sms={sms} />
+        </Card>
+      ) : (
+        <LineCampaignPanels c={c} timeline={timeline.data} />
+      )}
       <Card
         title="Timeline"
         actions={<span className="muted small-text">command → events → message → broker → consumer</span>}

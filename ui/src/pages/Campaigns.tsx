@@ -1,7 +1,10 @@
 /**
  * Campaigns: search by id or name, filter by status, channel and creation time, newest first with a
  * cursor ("Load more" — never an offset or a count of everything), live on the `campaigns` topic. The
- * filters live in the URL, so a filtered list can be shared and survives a reload.
+ * filters live in the URL, so a filtered list can be shared and survives a reload. Each row says what
+ * goes out (a LINE campaign's messages, an SMS campaign's kind), to whom (SMS recipients; a LINE broadcast's
+ * friends, a multicast's audience and planned recipients) and how far it got (SMS delivered and failed;
+ * LINE chunks accepted of those planned), all from the campaign's own facts.
  */
 import { useInfiniteQuery } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
@@ -12,6 +15,7 @@ import { api, type Schemas, unwrap, useLive } from '../api/client';
 import type { paths } from '../api/schema';
 import { type Column, DataTable, ErrorBanner, PageHeader, StatusBadge } from '../components';
 import { formatCount, formatRelative, formatTime } from '../format';
+import { describeLineMessages } from './line';
 import './pages-b.css';
 
 type Campaign = Schemas['Campaign'];
@@ -41,6 +45,60 @@ export function smsFacts(c: Campaign): {
     progress: (sms.progress ?? {}) as Record<string, number>,
     deferrals: Number(sms.deferrals ?? 0),
   };
+}
+
+/** What a campaign sends, in one line (a LINE campaign's messages; an SMS campaign's kind). */
+function contentOf(c: Campaign): string {
+  if (c.line) return describeLineMessages(c.line.messages);
+  const type = (c.sms as Record<string, unknown> | null)?.messageType;
+  return typeof type === 'string' ? `${type.toLowerCase()} SMS` : '';
+}
+
+/** To whom: SMS recipients, or a LINE campaign's target (and its planned recipients once planned). */
+function Recipients({ c }: { c: Campaign }) {
+  const sms = smsFacts(c);
+  if (sms) return <>{formatCount(sms.recipients)}</>;
+  const planned = c.line?.plan?.recipients;
+  switch (c.castType) {
+    case 'broadcast':
+      return <span className="muted">all friends</span>;
+    case 'multicast':
+      return (
+        <span title={`audience ${c.audienceId ?? '—'}`}>
+          {planned != null ? formatCount(planned) : null}{' '}
+          <span className="muted small-text mono">{c.audienceId ?? '—'}</span>
+        </span>
+      );
+    case 'narrowcast':
+      return <span className="muted small-text mono">group {c.audienceId ?? '—'}</span>;
+    default:
+      return <span className="muted">—</span>;
+  }
+}
+
+/** How far it got: SMS delivered and failed; LINE chunks accepted of those planned (and unconfirmed). */
+function Delivery({ c }: { c: Campaign }) {
+  const sms = smsFacts(c);
+  if (sms) {
+    const failed = sms.progress.failed ?? 0;
+    return (
+      <span>
+        {formatCount(sms.progress.delivered ?? 0)} delivered
+        {failed > 0 ? <span className="error-text"> · {formatCount(failed)} failed</span> : null}
+      </span>
+    );
+  }
+  const plan = c.line?.plan;
+  const p = c.line?.progress;
+  if (!plan || !p) return <span className="muted">not sent yet</span>;
+  return (
+    <span title={`${p.recipientsAccepted} recipients accepted by LINE`}>
+      {formatCount(p.chunksAccepted)}/{formatCount(plan.chunks)} chunks
+      {p.chunksUnconfirmed > 0 ? (
+        <span className="text-warn"> · {formatCount(p.chunksUnconfirmed)} unconfirmed</span>
+      ) : null}
+    </span>
+  );
 }
 
 export function Campaigns() {
@@ -114,14 +172,35 @@ export function Campaigns() {
           <Link to={`/campaigns/${c.campaignId}`} onClick={(e) => e.stopPropagation()}>
             {c.name}
           </Link>
-          <div className="mono muted small-text">{c.campaignId}</div>
+          <div className="mono muted small-text nowrap">{c.campaignId}</div>
         </div>
       ),
     },
     {
       key: 'channel',
       header: 'Channel',
-      render: (c) => <span className={`channel channel-${c.channel}`}>{c.channel}</span>,
+      render: (c) => (
+        <div>
+          <span className={`channel channel-${c.channel}`}>{c.channel}</span>
+          {c.lineOaId ? (
+            <div className="mono muted small-text" title="official account">
+              {c.lineOaId}
+            </div>
+          ) : null}
+        </div>
+      ),
+    },
+    {
+      key: 'content',
+      header: 'Content',
+      render: (c) => {
+        const text = contentOf(c);
+        return (
+          <span className="content-cell" title={text}>
+            {text || <span className="muted">—</span>}
+          </span>
+        );
+      },
     },
     {
       key: 'status',
@@ -139,24 +218,32 @@ export function Campaigns() {
       key: 'recipients',
       header: 'Recipients',
       align: 'right',
-      render: (c) => {
-        const sms = smsFacts(c);
-        return sms ? formatCount(sms.recipients) : <span className="muted">{c.castType ?? '—'}</span>;
-      },
+      render: (c) => <Recipients c={c} />,
+    },
+    {
+      key: 'delivery',
+      header: 'Delivery',
+      render: (c) => (
+        <span className="nowrap">
+          <Delivery c={c} />
+        </span>
+      ),
     },
     {
       key: 'cost',
       header: 'Cost',
       align: 'right',
       mono: true,
-      render: (c) => smsFacts(c)?.totalCost ?? '—',
+      render: (c) => smsFacts(c)?.totalCost ?? <span className="muted">—</span>,
     },
     {
       key: 'startAt',
       header: 'Start',
       render: (c) =>
         c.startAt ? (
-          <span title={c.startAt}>{formatTime(c.startAt)}</span>
+          <span className="nowrap" title={c.startAt}>
+            {formatTime(c.startAt)}
+          </span>
         ) : (
           <span className="muted">now</span>
         ),
