@@ -5,7 +5,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../src/testing/wait.js';
 import { herald } from '../support/cli.js';
@@ -19,10 +22,12 @@ beforeEach(async () => {
   t = await createTestDatabase();
 });
 afterEach(async () => {
-  if (child && child.exitCode === null) {
+  // A child killed by a signal has a null exitCode too: only one still running is waited for.
+  if (child && child.exitCode === null && child.signalCode === null) {
     child.kill('SIGKILL');
     await once(child, 'exit');
   }
+  child = undefined;
   await t?.drop();
 });
 
@@ -53,6 +58,21 @@ describe('herald api', () => {
       apiKey: { id: string; prefix: string };
     };
     expect(key.startsWith(apiKey.prefix)).toBe(true);
+    // The campaign below is scheduled: its LINE official account must be registered (sealed token).
+    const tokenFile = join(await mkdtemp(join(tmpdir(), 'herald-api-')), 'token');
+    await writeFile(tokenFile, 'api-process-test-token-0123456789');
+    const channel = await herald(t, [
+      'line-channels',
+      'add',
+      'oa-1',
+      '--organization',
+      'org-cli',
+      '--channel-id',
+      '1650000099',
+      '--token-file',
+      tokenFile,
+    ]);
+    expect(channel.code, channel.stderr).toBe(0);
 
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;

@@ -12,7 +12,7 @@ import type { CampaignState } from '../../src/domain/campaign.js';
 import { IllegalStateError } from '../../src/errors.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import { waitFor } from '../../src/testing/wait.js';
-import { campaignService, lineCampaign } from '../support/campaigns.js';
+import { campaignService, lineCampaign, lineDeliveryCompletion } from '../support/campaigns.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
 let t: TestDatabase;
@@ -43,6 +43,9 @@ describe('lock order (reaper vs worker completion)', () => {
     await service.activate(c.campaignId);
     const claimed = await service.sendNow(c.campaignId);
     const id = c.campaignId;
+    // Its LINE delivery is done (plan and chunk recorded): only the reclaim can refuse the completion.
+    const [plan, chunk] = lineDeliveryCompletion(id, claimed.claimEpoch);
+    for (const step of [plan!, chunk!]) await service.execute(id, step);
     await waitFor(
       async () =>
         (
@@ -99,7 +102,8 @@ describe('lock order (reaper vs worker completion)', () => {
     const reclaim = await reaper; // a deadlock would abort one of the two (40P01)
     expect(reclaim.results).toHaveLength(1);
     const outcome = await workerSettled;
-    expect(outcome).toBeInstanceOf(IllegalStateError); // it saw the reclaim: its epoch is stale
+    expect(outcome).toBeInstanceOf(IllegalStateError); // it saw the reclaim: its claim is gone
+    expect((outcome as Error).message).toMatch(/status QUEUED/);
     expect(await deadlocks()).toBe(before);
     expect((await service.get(id)).status).toBe('QUEUED');
   });

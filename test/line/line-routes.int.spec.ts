@@ -22,7 +22,7 @@ let otherAdmin: string;
 const TOKEN = 'long-lived-token-for-routes-0123456789';
 
 beforeAll(async () => {
-  api = await startTestApi({ HERALD_LINE_CREDENTIALS_KEY: TEST_LINE_CREDENTIALS_KEY });
+  api = await startTestApi({ HERALD_LINE_CREDENTIALS_KEY: TEST_LINE_CREDENTIALS_KEY }, { seedLine: false });
   admin = await api.key('org-1', 'admin');
   operator = await api.key('org-1', 'operator');
   viewer = await api.key('org-1', 'viewer');

@@ -5,11 +5,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lineMessagingApi } from '../../src/adapters/line/messaging-api.js';
 import { campaignFromRow } from '../../src/adapters/postgres/campaign-queries.js';
 import { claimInbox } from '../../src/adapters/postgres/inbox-queries.js';
 import { claimOutboxForPublish, markSent, pruneSent } from '../../src/adapters/postgres/outbox-queries.js';
 import type { LineDispatchPayload } from '../../src/aggregates/campaign/descriptor.js';
-import { lineMessagingApi } from '../../src/adapters/line/messaging-api.js';
 import { lineDeliveryHandler } from '../../src/aggregates/campaign/line/delivery.js';
 import { LineRateLimiter } from '../../src/aggregates/campaign/line/rate-limit.js';
 import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { verifyStates } from '../../src/projections/verify.js';
-import { campaignService, dbTimePlus, lineCampaign } from '../support/campaigns.js';
+import { campaignService, dbTimePlus, lineCampaign, lineDeliveryCompletion } from '../support/campaigns.js';
 import { herald } from '../support/cli.js';
 import { runDispatchLoad } from '../support/dispatch-load.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
@@ -23,12 +23,7 @@ async function completedCampaign() {
   const c = await service.create(lineCampaign());
   await service.activate(c.campaignId);
   await service.sendNow(c.campaignId);
-  await service.execute(c.campaignId, (now) => ({
-    type: 'CompleteCampaign',
-    campaignId: c.campaignId,
-    epoch: 1,
-    now,
-  }));
+  for (const command of lineDeliveryCompletion(c.campaignId, 1)) await service.execute(c.campaignId, command);
   return c.campaignId;
 }
 
@@ -109,8 +104,8 @@ describe('verify', () => {
       expect.objectContaining({
         field: 'version',
         row: 3,
-        replay: 4,
-        firstDifferingEvent: expect.objectContaining({ version: 4, type: 'CampaignCompleted' }),
+        replay: 6,
+        firstDifferingEvent: expect.objectContaining({ version: 4, type: 'LineDeliveryPlanned' }),
       }),
     ]);
     expect(drift(deleted)).toEqual([expect.objectContaining({ kind: 'missing-row', field: null })]);

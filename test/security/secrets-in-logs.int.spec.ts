@@ -19,8 +19,16 @@ import { REDACTED } from '../../src/logger.js';
 import type { Database } from '../../src/ports/database.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { seedOutbox } from '../outbox/support/fixtures.js';
+import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { type RunningHerald, spawnHerald } from '../support/cli.js';
+import {
+  type LineWorld,
+  lineWorld,
+  startTestLineSimulator,
+  TEST_LINE_CREDENTIALS_KEY,
+  testLineSettings,
+} from '../support/line.js';
 import { uniqueName } from '../support/services.js';
 import { startTlsServices, type TlsMaterial, tlsMaterial, tlsUrls, withCredentials } from '../support/tls.js';
 
@@ -31,6 +39,8 @@ let databaseName: string;
 let databaseUrl: string;
 let db: Database | undefined;
 const running: RunningHerald[] = [];
+let simulator: LineSimulator;
+let line: LineWorld;
 
 beforeAll(async () => {
   await startTlsServices('postgres-tls', 'rabbitmq-tls', 'redis-tls', 'kafka-tls');
@@ -40,11 +50,13 @@ beforeAll(async () => {
   adminUrl = withCredentials(tlsUrls.databaseWithParameters(), 'herald', m.password);
   databaseName = uniqueName('herald_test_tls');
   databaseUrl = await recreateDatabase(adminUrl, databaseName);
+  simulator = await startTestLineSimulator();
 });
 
 afterAll(async () => {
   await Promise.all(running.map((child) => child.stop(5_000)));
   await db?.close();
+  await simulator?.close();
   if (databaseName) await dropDatabase(adminUrl, databaseName);
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
@@ -82,6 +94,8 @@ function environment(): Record<string, string> {
     HERALD_KAFKA_CA_PATH: m.ca,
     HERALD_KAFKA_CREATE_TOPICS: 'true',
     HERALD_KAFKA_TOPIC_PARTITIONS: '1',
+    HERALD_LINE_API_BASE_URL: simulator.url,
+    HERALD_LINE_CREDENTIALS_KEY_FILE: secretFile('line-credentials-key', TEST_LINE_CREDENTIALS_KEY),
   };
 }
 
@@ -114,6 +128,8 @@ describe('secrets in logs', () => {
     await waitForOutput(all, /migrations applied/, 'migrations over TLS');
     const config = loadConfig({ DATABASE_URL: databaseUrl, HERALD_SCHEMA: 'herald' });
     db = createDatabase({ url: config.databaseUrl, schema: 'herald', poolSize: 2 });
+    // The campaign's LINE channel: its access token is sealed in the database and sent to LINE, never logged.
+    line = await lineWorld(db, simulator, testLineSettings(simulator));
     const service = campaignService(db);
     const campaign = await service.create(lineCampaign({ castType: 'broadcast' }));
     await service.activate(campaign.campaignId);
@@ -202,6 +218,8 @@ describe('secrets in logs', () => {
     for (const [where, output] of Object.entries(outputs)) {
       expect(output.length, `${where} logged something`).toBeGreaterThan(200);
       expectNoSecret(output, m.password, where);
+      expectNoSecret(output, line.token, where);
+      expectNoSecret(output, TEST_LINE_CREDENTIALS_KEY, where);
       for (const secret of Object.values(wrong)) expectNoSecret(output, secret, where);
     }
   });

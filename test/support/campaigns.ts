@@ -1,5 +1,8 @@
 /** Fixtures for campaign tests: a service wired to a test database, and campaign inputs. */
+import { randomUUID } from 'node:crypto';
 import { CampaignService } from '../../src/aggregates/campaign/service.js';
+import type { LineDeliveryStep } from '../../src/domain/campaign/commands.js';
+import type { CampaignCommand } from '../../src/domain/campaign.js';
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import type { Database } from '../../src/ports/database.js';
 
@@ -48,4 +51,31 @@ export async function deadLetterClaimMessage(db: Database, campaignId: string): 
       [message_id],
     );
   }
+}
+
+/**
+ * The commands a LINE delivery records for a one-chunk campaign LINE accepted (plan, chunk 0), then its
+ * completion, under `epoch`: for tests that need a COMPLETED campaign without a LINE call.
+ */
+export function lineDeliveryCompletion(
+  campaignId: string,
+  epoch: number,
+  castType: 'broadcast' | 'multicast' | 'narrowcast' = 'multicast',
+): ((now: Date) => CampaignCommand)[] {
+  const multicast = castType === 'multicast';
+  const advance =
+    (step: LineDeliveryStep) =>
+    (now: Date): CampaignCommand => ({ type: 'AdvanceLineDelivery', campaignId, epoch, now, step });
+  return [
+    advance({ type: 'plan', chunks: 1, recipients: multicast ? 3 : null }),
+    advance({
+      type: 'accepted',
+      chunk: 0,
+      recipients: multicast ? 3 : null,
+      cursor: multicast ? 'U00000000000000000000000000000003' : null,
+      requestId: randomUUID(),
+      acceptedRequestId: null,
+    }),
+    (now) => ({ type: 'CompleteCampaign', campaignId, epoch, now }),
+  ];
 }

@@ -14,7 +14,13 @@ export function herald(
   args: string[],
   extraEnv: Record<string, string> = {},
 ): Promise<CliResult> {
-  const env = { ...process.env, DATABASE_URL: t.url, HERALD_SCHEMA: t.schema, HERALD_LOG_LEVEL: 'silent', ...extraEnv };
+  const env = {
+    ...process.env,
+    DATABASE_URL: t.url,
+    HERALD_SCHEMA: t.schema,
+    HERALD_LOG_LEVEL: 'silent',
+    ...extraEnv,
+  };
   return new Promise((resolve) => {
     execFile(
       'node',

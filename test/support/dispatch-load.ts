@@ -18,7 +18,7 @@ import { LINE_DELIVERY_STREAM_TYPE as DELIVERY_STREAM_TYPE } from '../../src/agg
 import { CommandHandler } from '../../src/eventstore/command-handler.js';
 import type { Database, SqlClient } from '../../src/ports/database.js';
 import { waitFor } from '../../src/testing/wait.js';
-import { lineCampaign } from './campaigns.js';
+import { lineCampaign, lineDeliveryCompletion } from './campaigns.js';
 
 export interface LoadOptions {
   writers: number;
@@ -82,7 +82,10 @@ export async function runDispatchLoad(db: Database, options: LoadOptions): Promi
       }
       const outcome = (w + i) % 4;
       if (outcome === 0 || outcome === 1) {
-        await campaigns.handle(id, (now) => ({ type: 'CompleteCampaign', campaignId: id, epoch: 1, now }));
+        // A LINE campaign completes once its delivery plan is done: one chunk, accepted by LINE.
+        for (const command of lineDeliveryCompletion(id, 1, i % 2 === 0 ? 'broadcast' : 'multicast')) {
+          await campaigns.handle(id, command);
+        }
       } else if (outcome === 2) {
         await campaigns.handle(id, (now) => ({
           type: 'FailCampaign',

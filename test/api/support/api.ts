@@ -42,9 +42,9 @@ export interface ApiFixture {
   server: RunningApiServer;
   url: string;
   /**
-   * An API key. The first organization given a key also owns the LINE official account `oa-1` (a
-   * registered channel, as `lineCampaignBody` names it) and the sealed audience `aud-1` (three users),
-   * so its LINE campaigns pass the readiness check.
+   * An API key. Unless `seedLine` is false, the first organization given a key also owns the LINE
+   * official account `oa-1` (a registered channel, as `lineCampaignBody` names it) and the sealed
+   * audience `aud-1` (three users), so its LINE campaigns pass the readiness check.
    */
   key(organizationId: string, role?: ApiKeyRole): Promise<string>;
   /** The LINE test server the API's workers deliver to (every request checked against LINE's OpenAPI). */
@@ -84,7 +84,11 @@ export async function request(
 
 export async function startTestApi(
   overrides: Record<string, string> = {},
-  options: { logger?: Logger } = {},
+  options: {
+    logger?: Logger;
+    /** Give the first organization `oa-1` and the sealed `aud-1` (default); false for LINE directory tests. */
+    seedLine?: boolean;
+  } = {},
 ): Promise<ApiFixture> {
   const t = await createTestDatabase();
   const line = await startTestLineSimulator();
@@ -119,7 +123,7 @@ export async function startTestApi(
     lineChannel,
     async key(organizationId, role = 'operator') {
       const channels = await directory.listChannels(null);
-      if (channels.length === 0) {
+      if (options.seedLine !== false && channels.length === 0) {
         await lineChannel(organizationId, 'oa-1');
         await directory.createAudience({ audienceId: 'aud-1', organizationId, name: 'test audience' });
         await directory.addMembers('aud-1', [lineUserId(1), lineUserId(2), lineUserId(3)]);
