@@ -399,6 +399,25 @@ describe('LINE delivery: storms, secrets, edits and resends', () => {
     }
   });
 
+  it('a channel whose next slot is beyond the throttle cap gives the message back, sending nothing, instead of holding its transaction', async () => {
+    let now = Date.now();
+    const clock = { now: () => now, sleep: async (ms: number) => void (now += ms) };
+    // LINE's 60 broadcasts per hour: one slot a minute; the throttle cap is 5 s.
+    const handle = deliveryHandler({ clock, limits: { broadcastPerHour: 60 }, maxThrottleWaitMs: 5_000 });
+    const first = await dispatching({ castType: 'broadcast', audienceId: null, name: 'first' });
+    const second = await dispatching({ castType: 'broadcast', audienceId: null, name: 'second' });
+    await deliver(handle, first.campaignId);
+    await expect(deliver(handle, second.campaignId)).rejects.toThrow(
+      /rate leaves no slot for chunk 0 within 5000 ms/,
+    );
+    expect((await get(second.campaignId)).status).toBe('DISPATCHING');
+    expect(simulator.stats(world.channelId).requestCount).toBe(1);
+    now += 60_000; // the retry queue hands the message back a minute later
+    await deliver(handle, second.campaignId);
+    expect((await get(second.campaignId)).status).toBe('COMPLETED');
+    expect(simulator.stats(world.channelId).requests.map((r) => r.status)).toEqual([200, 200]);
+  });
+
   it('the channel access token appears in no log line and no event, whatever LINE answers', async () => {
     const lines: string[] = [];
     const capture = new Writable({

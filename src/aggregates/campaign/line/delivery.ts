@@ -207,7 +207,14 @@ export function lineDelivery(
           continue;
         }
         first = false;
-        await deps.rateLimiter.take(lineOaId, endpoint);
+        // The delivery holds its inbox transaction while it waits: a slot further away than the throttle
+        // cap gives the message back to the retry queue instead (the chunk keeps its key).
+        const busyFor = await deps.rateLimiter.take(lineOaId, endpoint, deps.settings.maxThrottleWaitMs);
+        if (busyFor !== null) {
+          throw new TransientError(
+            `LINE channel ${lineOaId}'s ${endpoint} rate leaves no slot for chunk ${chunk} within ${deps.settings.maxThrottleWaitMs} ms (next in ${Math.ceil(busyFor)} ms)`,
+          );
+        }
         const call = {
           token,
           retryKey: lineRetryKey(campaignId, plan.epoch, chunk),

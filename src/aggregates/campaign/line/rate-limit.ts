@@ -40,13 +40,23 @@ export class LineRateLimiter {
     }
   }
 
-  /** Waits for the channel's next slot at `endpoint` and takes it. */
-  async take(channel: string, endpoint: LineEndpoint): Promise<void> {
+  /**
+   * Waits for the channel's next slot at `endpoint` and takes it. When that slot is more than `maxWaitMs`
+   * away, nothing is taken and the wait is returned instead (the caller gives the work back rather than
+   * hold its transaction that long); null once the slot is taken.
+   */
+  async take(
+    channel: string,
+    endpoint: LineEndpoint,
+    maxWaitMs = Number.POSITIVE_INFINITY,
+  ): Promise<number | null> {
     const key = `${channel}\u0000${endpoint}`;
     const now = this.now();
     const slot = Math.max(now, this.nextAt.get(key) ?? now);
+    if (slot - now > maxWaitMs) return slot - now;
     this.nextAt.set(key, slot + this.intervalMs(endpoint));
     if (slot > now) await this.sleep(slot - now);
+    return null;
   }
 
   /** LINE answered 429: nothing goes to the channel's endpoint for `ms`. */
