@@ -71,7 +71,11 @@ describe('relay role', () => {
     });
     const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
     try {
-      await waitFor(async () => (await outboxCounts(database.db)).sent > 0, { what: 'relaying under way' });
+      // The child starts from source (tsx): on a loaded machine that alone can take tens of seconds.
+      await waitFor(async () => (await outboxCounts(database.db)).sent > 0, {
+        what: 'relaying under way',
+        timeoutMs: 90_000,
+      });
       child.kill('SIGTERM');
       const timeout = setTimeout(() => child.kill('SIGKILL'), 30_000);
       const [code, signal] = await exited;
