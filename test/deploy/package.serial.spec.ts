@@ -64,7 +64,19 @@ describe('the npm package', () => {
     expect(entries).not.toContain('src');
     expect(entries).not.toContain('test');
     expect(readdirSync(join(shipped, 'dist'))).toEqual(
-      expect.arrayContaining(['index.js', 'index.d.ts', 'api.js', 'testing.js', 'main.js', 'ui']),
+      expect.arrayContaining([
+        'index.js',
+        'index.d.ts',
+        'api.js',
+        'testing.js',
+        'main.js',
+        'ui',
+        'contracts',
+      ]),
+    );
+    // `herald line-simulator` validates against LINE's OpenAPI documents: shipped with their licence.
+    expect(readdirSync(join(shipped, 'dist', 'contracts', 'line-openapi')).sort()).toEqual(
+      expect.arrayContaining(['LICENSE', 'README.md', 'channel-access-token.yml', 'messaging-api.yml']),
     );
   });
 

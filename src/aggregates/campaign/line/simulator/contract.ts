@@ -29,9 +29,14 @@ export interface LineErrorDetail {
 export const MESSAGING_API_DOCUMENT = 'messaging-api.yml';
 export const CHANNEL_ACCESS_TOKEN_DOCUMENT = 'channel-access-token.yml';
 
-/** The copies' folder: test/contract/line-openapi/ of the repository (same depth from src/ and dist/). */
+/**
+ * The copies' folder: `dist/contracts/line-openapi/` in the package (the build copies it there), else
+ * test/contract/line-openapi/ of the repository (running from source).
+ */
 export function defaultOpenApiDir(): string {
   const here = dirname(fileURLToPath(import.meta.url));
+  const shipped = resolve(here, '..', '..', '..', '..', 'contracts', 'line-openapi');
+  if (existsSync(join(shipped, MESSAGING_API_DOCUMENT))) return shipped;
   return resolve(here, '..', '..', '..', '..', '..', 'test', 'contract', 'line-openapi');
 }
 
