@@ -71,6 +71,32 @@ pg_ensure_traversable() {
   runuser -u postgres -- test -x "$PG_DIR" || die "the postgres user cannot reach $PG_DIR"
 }
 
+# The durability profile (HERALD_SERVICES_PG_DURABLE=1: production's fsync, synchronous_commit and
+# full_page_writes, which the benchmarks use by default; unset or 0: the fast throwaway profile of tests).
+pg_profile() { [[ ${HERALD_SERVICES_PG_DURABLE:-0} == 1 ]] && echo durable || echo fast; }
+
+pg_durability_conf() {
+  if [[ $(pg_profile) == durable ]]; then
+    printf '%s\n' '# Durability profile: production settings (HERALD_SERVICES_PG_DURABLE=1).' \
+      'fsync = on' 'synchronous_commit = on' 'full_page_writes = on'
+  else
+    printf '%s\n' '# Fast profile: a throwaway dev/test instance trades durability for speed. NEVER in production.' \
+      'fsync = off' 'synchronous_commit = off' 'full_page_writes = off'
+  fi
+}
+
+# A running instance started under the other profile is switched by a reload (all three settings are
+# reloadable): `services up` with HERALD_SERVICES_PG_DURABLE=1 makes it durable, without it fast again.
+postgres_apply_profile() {
+  local want bin
+  want=$(pg_profile)
+  [[ $(cat "$PG_DIR/profile" 2>/dev/null) == "$want" ]] && return 0
+  bin=$(pg_bindir) || die "PostgreSQL binaries not found"
+  pg_write_conf
+  as_pg "$bin/pg_ctl" -D "$PG_DATA" -s reload >>"$PG_LOG" 2>&1 || die "could not reload PostgreSQL"
+  log "durability profile: $want (reloaded)"
+}
+
 pg_write_conf() {
   # Unix socket inside .services/postgres unless the path is too long for sun_path (107 bytes),
   # in which case TCP only (all clients use 127.0.0.1 anyway).
@@ -82,10 +108,7 @@ listen_addresses = '127.0.0.1'
 port = $PG_PORT
 unix_socket_directories = '$sockdir'
 max_connections = 300
-# Throwaway dev/test instance: durability is traded for speed. NEVER use these in production.
-fsync = off
-synchronous_commit = off
-full_page_writes = off
+$(pg_durability_conf)
 # Keep the test instance small and quiet.
 shared_buffers = 128MB
 logging_collector = off
@@ -100,6 +123,7 @@ CONF
     ((EUID == 0)) && chown postgres: "$PG_DATA/pg_hba.conf"
   fi
   ((EUID == 0)) && chown postgres: "$PG_DATA/herald.conf"
+  pg_profile >"$PG_DIR/profile"
   return 0
 }
 
@@ -154,7 +178,7 @@ ${PG_BOOTSTRAP_EXTRA:-}
 SQL
     die "could not create role/database herald"
   fi
-  log "ready in $(since "$t0")"
+  log "ready in $(since "$t0") (durability profile: $(pg_profile))"
 }
 
 postgres_stop() {
