@@ -28,7 +28,7 @@ export function startConsumer(
   definition: ConsumerDefinition,
   source: string,
   signal: AbortSignal,
-  options: { concurrency?: number } = {},
+  options: { concurrency?: number; groupId?: string } = {},
 ): Promise<Consumer> {
   const { config, db, logger } = runtime;
   const common = {
@@ -50,6 +50,7 @@ export function startConsumer(
     return consumeKafka(deps, source, definition.handler, {
       ...common,
       ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+      ...(options.groupId ? { groupId: options.groupId } : {}),
       topicPartitions: config.kafka.topicPartitions,
       replicationFactor: config.kafka.replicationFactor,
     });

@@ -32,9 +32,7 @@ export interface SmppWorld {
   campaign(numbers: readonly string[], request?: Record<string, unknown>): Promise<string>;
   /** Waits until the campaign reaches a final status; returns it. */
   final(campaignId: string, timeoutMs?: number): Promise<string>;
-  recipients(
-    campaignId: string,
-  ): Promise<
+  recipients(campaignId: string): Promise<
     {
       id: string;
       msisdn: string;

@@ -301,14 +301,24 @@ export async function insertReceipts(
   return rows.map((r) => r.id);
 }
 
-/** Receipts matched to accepted parts by (smsc, message id): by receipt ids, or by newly accepted part ids. */
+/**
+ * Receipts matched to accepted parts by (smsc, message id): by receipt ids, or by newly accepted part ids.
+ * An SMSC's message ids repeat in time (counters wrap, an SMSC is replaced), so a receipt goes to the
+ * newest accepted part of that id still waiting for its receipt.
+ */
 const MATCH_RECEIPTS = (by: 'receipts' | 'parts') => `
-with matched as (
-  update sms_gateway_receipt r set part_id = p.id
-    from sms_gateway_part p
+with candidates as (
+  select distinct on (r.id) r.id as receipt_id, p.id as part_id
+    from sms_gateway_receipt r
+    join sms_gateway_part p on p.smsc = r.smsc and p.smsc_message_id = r.smsc_message_id
    where ${by === 'receipts' ? 'r.id = any($1::bigint[])' : 'p.id = any($1::bigint[])'}
      and r.part_id is null and r.smsc_message_id is not null
-     and p.smsc = r.smsc and p.smsc_message_id = r.smsc_message_id and p.state = 'accepted'
+     and p.state = 'accepted' and p.receipt_status is null
+   order by r.id, p.id desc
+), matched as (
+  update sms_gateway_receipt r set part_id = c.part_id
+    from candidates c
+   where r.id = c.receipt_id and r.part_id is null
   returning r.part_id, r.outcome, r.error_code, r.final
 ), applied as (
   update sms_gateway_part p

@@ -220,11 +220,28 @@ export class SmscSimulator {
       });
     }
     // A deliver_sm whose message_state TLV (0x0427, length 1) has no value byte: the TLV runs past the PDU.
-    const body = Buffer.concat([
-      Buffer.from([0, 0, 0, 0, 0]), // service_type "", ton, npi, source_addr ""
-      Buffer.from([0, 0, 0]), // dest ton, npi, destination_addr ""
-      Buffer.from([0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0]), // esm_class … data_coding, sm_default_msg_id, sm_length 0
-      Buffer.from([0x04, 0x27, 0x00, 0x01]),
+    const body = Buffer.from([
+      0, // service_type ""
+      0,
+      0,
+      0, // source_addr_ton, source_addr_npi, source_addr ""
+      0,
+      0,
+      0, // dest_addr_ton, dest_addr_npi, destination_addr ""
+      0x04,
+      0,
+      0, // esm_class (a receipt), protocol_id, priority_flag
+      0,
+      0, // schedule_delivery_time "", validity_period ""
+      0,
+      0,
+      0,
+      0, // registered_delivery, replace_if_present_flag, data_coding, sm_default_msg_id
+      0, // sm_length 0
+      0x04,
+      0x27,
+      0x00,
+      0x01, // message_state TLV of length 1 … without its value byte
     ]);
     const header = Buffer.alloc(16);
     header.writeUInt32BE(16 + body.length, 0);

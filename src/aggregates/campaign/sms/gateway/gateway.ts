@@ -35,6 +35,8 @@ export interface SmsGatewayDeps {
   clock?: GatewayClock;
   /** Whether to consume the submit topic (tests may feed parts otherwise). Default true. */
   consume?: boolean;
+  /** The Kafka consumer group (default: the inbox name, `sms-gateway`; tests sharing a broker pass their own). */
+  consumerGroup?: string;
 }
 
 export class SmsGateway {
@@ -107,7 +109,10 @@ export class SmsGateway {
       definition,
       config.sms.submitTopic,
       signal ?? this.stopController.signal,
-      { concurrency: config.smsGateway.concurrency },
+      {
+        concurrency: config.smsGateway.concurrency,
+        ...(this.deps.consumerGroup ? { groupId: this.deps.consumerGroup } : {}),
+      },
     );
   }
 
