@@ -306,12 +306,18 @@ export async function insertReceipts(
  * An SMSC's message ids repeat in time (counters wrap, an SMSC is replaced), so a receipt goes to the
  * newest accepted part of that id still waiting for its receipt.
  */
-const MATCH_RECEIPTS = (by: 'receipts' | 'parts') => `
+const MATCH_RECEIPTS = (by: 'receipts' | 'parts' | 'recent') => `
 with candidates as (
   select distinct on (r.id) r.id as receipt_id, p.id as part_id
     from sms_gateway_receipt r
     join sms_gateway_part p on p.smsc = r.smsc and p.smsc_message_id = r.smsc_message_id
-   where ${by === 'receipts' ? 'r.id = any($1::bigint[])' : 'p.id = any($1::bigint[])'}
+   where ${
+     by === 'receipts'
+       ? 'r.id = any($1::bigint[])'
+       : by === 'parts'
+         ? 'p.id = any($1::bigint[])'
+         : 'r.id in (select id from sms_gateway_receipt where part_id is null and smsc_message_id is not null and received_at > now() - make_interval(secs => $1::int) order by id desc limit 5000)'
+   }
      and r.part_id is null and r.smsc_message_id is not null
      and p.state = 'accepted' and p.receipt_status is null
    order by r.id, p.id desc
@@ -330,6 +336,22 @@ with candidates as (
 select distinct submission_id::text, recipient_id::text from applied`;
 const MATCH_BY_RECEIPTS = MATCH_RECEIPTS('receipts');
 const MATCH_BY_PARTS = MATCH_RECEIPTS('parts');
+const MATCH_RECENT = MATCH_RECEIPTS('recent');
+
+/**
+ * Receipts still unmatched that arrived within `withinSeconds`: a receipt recorded on one bind while its
+ * part's answer was being recorded on another (neither transaction saw the other's row) is matched here,
+ * by the gateway's periodic sweep.
+ */
+export async function matchRecentReceipts(
+  sql: SqlClient,
+  withinSeconds: number,
+): Promise<{ submissionId: string; recipientId: string }[]> {
+  const { rows } = await sql.query<{ submission_id: string; recipient_id: string }>(MATCH_RECENT, [
+    withinSeconds,
+  ]);
+  return rows.map((r) => ({ submissionId: r.submission_id, recipientId: r.recipient_id }));
+}
 
 export async function matchReceipts(
   sql: SqlClient,

@@ -9,7 +9,7 @@
  * change is guarded by the part's state and owner. SIGTERM: no new chunks, no new windows, the
  * outstanding answers waited for and recorded, a clean unbind.
  */
-import { sweepUnconfirmed } from '../../../../adapters/postgres/sms-gateway-queries.js';
+import { matchRecentReceipts, sweepUnconfirmed } from '../../../../adapters/postgres/sms-gateway-queries.js';
 import { ConfigError, errorMessage } from '../../../../errors.js';
 import type { Logger } from '../../../../logger.js';
 import type { Database } from '../../../../ports/database.js';
@@ -82,6 +82,7 @@ export class SmsGateway {
     const interval = Math.max(250, Math.min(5_000, Math.floor(config.smsGateway.unconfirmedAfterMs / 4)));
     const sweep = () => {
       this.sweeping = this.sweepUnconfirmed()
+        .then(() => this.matchLateReceipts())
         .then(() => {})
         .catch((error: unknown) =>
           this.deps.logger.warn({ err: errorMessage(error) }, 'unconfirmed sweep failed'),
@@ -141,6 +142,27 @@ export class SmsGateway {
       if (reports.parts < 1_000) break;
     }
     return total;
+  }
+
+  /**
+   * Receipts recorded unmatched in the last day whose part's answer has been recorded since (by another
+   * bind's transaction that could not see the receipt yet): matched and reported now.
+   */
+  async matchLateReceipts(): Promise<number> {
+    const { config, db } = this.deps;
+    const reports = await db.transaction(async (tx) => {
+      const matched = await matchRecentReceipts(tx, 86_400);
+      if (matched.length === 0) return [];
+      return reportRecipients(tx, matched, { settings: config.sms, cause: 'late receipts' });
+    });
+    if (reports.length > 0) {
+      this.outboxWritten();
+      this.deps.logger.info(
+        { reports: reports.length },
+        'receipts matched after their answers were recorded',
+      );
+    }
+    return reports.length;
   }
 
   /** SMSCs with their binds up and their counters. */

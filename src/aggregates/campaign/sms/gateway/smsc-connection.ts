@@ -331,7 +331,8 @@ class BindWorker {
     const window = deps.smsc.window;
     while (!this.signal.aborted && !bind.closed) {
       const free = window - bind.inFlight;
-      if (free <= 0) {
+      // Refill the window by halves: claiming one part per answer would cost a transaction per part.
+      if (free <= 0 || (bind.inFlight > 0 && free < Math.ceil(window / 2))) {
         await new Promise<void>((resolve) => {
           this.responseWaiters.push(resolve);
           setTimeout(resolve, 50);
