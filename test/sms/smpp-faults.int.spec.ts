@@ -235,3 +235,59 @@ describe('ESME_RTHROTTLED', () => {
     }
   });
 });
+
+describe('fencing: a campaign that stops sending', () => {
+  it('paused: its queued parts are withdrawn unsent and go after the resume; cancelled: withdrawn and refunded', async () => {
+    const world = await smppWorld(t, kafka, {
+      smsc: { window: 5 },
+      env: {
+        HERALD_SMS_GATEWAY_THROTTLE_BACKOFF_MS: '200',
+        HERALD_SMS_GATEWAY_THROTTLE_MAX_BACKOFF_MS: '400',
+      },
+    });
+    try {
+      await waitFor(() => world.gateway!.status()[0]!.transmitBinds === 1, { what: 'the bind' });
+      // The SMSC takes nothing for now: the parts stay queued at the gateway.
+      world.smsc.throttleFor(3_600_000);
+      const paused = await world.campaign(msisdns(6, '017', 7_000));
+      const cancelled = await world.campaign(msisdns(4, '019', 7_000));
+      await waitFor(() => world.smsc.stats.throttled >= 5, { what: 'the SMSC refusing' });
+      await world.service.pause(paused, 'hold on');
+      await world.service.cancel(cancelled, 'wrong audience');
+
+      expect(await world.final(cancelled)).toBe('CANCELLED');
+      await waitFor(
+        async () =>
+          (await world.recipients(paused)).every(
+            (r) => r.status === 'RETRY_PENDING' || r.status === 'PENDING',
+          ),
+        { what: 'the paused campaign’s recipients withdrawn, waiting for a retry' },
+      );
+      const withdrawn = await world.recipients(paused);
+      expect(
+        withdrawn.every((r) => r.dlr_status === 'SEND_FAILED' && r.dlr_code === 'SMPP_WITHDRAWN:PAUSED'),
+      ).toBe(true);
+      const refunded = await world.recipients(cancelled);
+      expect(refunded.every((r) => r.status === 'FAILED' && r.failure_class === 'LATE')).toBe(true);
+      expect(world.smsc.stats.accepted).toBe(0);
+      const money = await waitFor(
+        async () => {
+          const check = await world.money(cancelled);
+          return check.balanced ? check : undefined;
+        },
+        { what: 'the cancelled campaign refunded' },
+      );
+      expect(money.refunded).toBe(money.charged);
+
+      world.smsc.throttleFor(0);
+      await world.service.resume(paused, 'go');
+      expect(await world.final(paused)).toBe('COMPLETED');
+      const sent = await world.recipients(paused);
+      expect(sent.every((r) => r.status === 'DELIVERED' && r.attempts === 2)).toBe(true);
+      expect(world.smsc.duplicates()).toEqual([]);
+      expect(world.smsc.numbersReached).toBe(6); // the cancelled campaign's numbers got nothing
+    } finally {
+      await world.stop();
+    }
+  });
+});

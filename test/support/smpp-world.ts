@@ -45,6 +45,8 @@ export interface SmppWorld {
     }[]
   >;
   money(campaignId: string): ReturnType<typeof checkCampaignMoney>;
+  /** The SMS campaign service (controls: pause, resume, cancel). */
+  service: ReturnType<typeof smsService>['service'];
   stop(): Promise<void>;
 }
 
@@ -154,6 +156,7 @@ export async function smppWorld(
       return rows;
     },
     money: (campaignId) => checkCampaignMoney(t.db, campaignId),
+    service,
     async stop() {
       await gateway?.stop();
       controller.abort();
