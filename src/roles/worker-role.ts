@@ -28,7 +28,7 @@ export function startConsumer(
   definition: ConsumerDefinition,
   source: string,
   signal: AbortSignal,
-  options: { concurrency?: number; groupId?: string } = {},
+  options: { concurrency?: number; groupId?: string; fromBeginning?: boolean } = {},
 ): Promise<Consumer> {
   const { config, db, logger } = runtime;
   const common = {
@@ -51,6 +51,7 @@ export function startConsumer(
       ...common,
       ...(options.concurrency ? { concurrency: options.concurrency } : {}),
       ...(options.groupId ? { groupId: options.groupId } : {}),
+      ...(options.fromBeginning === false ? { fromBeginning: false } : {}),
       topicPartitions: config.kafka.topicPartitions,
       replicationFactor: config.kafka.replicationFactor,
     });

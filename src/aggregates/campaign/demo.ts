@@ -24,6 +24,10 @@ export const campaignDemo: DemoStep<CampaignConfig> = {
     // attempts while it runs.
     HERALD_SMS_RETRY_MINUTES: '0',
     HERALD_SMS_RETRY_JITTER_SECONDS: '1',
+    // The LINE section sends four broadcasts to one official account within a minute: at LINE's 60 an
+    // hour (the default) the demo would wait minutes for slots and time out, so the test server's channel
+    // is given a demo rate.
+    HERALD_LINE_BROADCAST_PER_HOUR: '3600',
   },
   // The LINE test server (it validates every request against LINE's OpenAPI document), before the roles.
   async setUp() {

@@ -37,6 +37,8 @@ export interface SmsGatewayDeps {
   consume?: boolean;
   /** The Kafka consumer group (default: the inbox name, `sms-gateway`; tests sharing a broker pass their own). */
   consumerGroup?: string;
+  /** A new consumer group starts at the earliest offset (default) or sees only chunks written after it joined. */
+  fromBeginning?: boolean;
 }
 
 export class SmsGateway {
@@ -113,6 +115,7 @@ export class SmsGateway {
       {
         concurrency: config.smsGateway.concurrency,
         ...(this.deps.consumerGroup ? { groupId: this.deps.consumerGroup } : {}),
+        ...(this.deps.fromBeginning === false ? { fromBeginning: false } : {}),
       },
     );
   }

@@ -78,7 +78,6 @@ export interface SmscStats {
   notWritten: number;
   withdrawn: number;
   receipts: number;
-  unmatchedReceipts: number;
   malformed: number;
   reports: number;
 }
@@ -119,7 +118,6 @@ export class SmscConnection {
     notWritten: 0,
     withdrawn: 0,
     receipts: 0,
-    unmatchedReceipts: 0,
     malformed: 0,
     reports: 0,
   };
