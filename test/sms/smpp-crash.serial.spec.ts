@@ -112,6 +112,9 @@ describe('sms-gateway SIGKILLed mid-campaign', () => {
           gateway = spawnHerald(['sms-gateway'], env);
         }
         expect(await world.final(campaignId, TIMEOUT_MS)).toBe('PARTIAL');
+        // SIGTERM: the last gateway unbinds its two binds cleanly and exits 0.
+        expect(await gateway.stop(30_000)).toBe(0);
+        expect(world.smsc.stats.unbinds).toBe(2);
         const money = await waitFor(
           async () => {
             const check = await world.money(campaignId);

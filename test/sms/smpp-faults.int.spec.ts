@@ -15,6 +15,7 @@ import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
 import { silentLogger } from '../../src/logger.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { KafkaFixture } from '../kafka/support/kafka-fixture.js';
+import { spawnHerald } from '../support/cli.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { smppWorld } from '../support/smpp-world.js';
 import { msisdns, ORG } from '../support/sms.js';
@@ -123,6 +124,55 @@ describe('malformed PDUs', () => {
       expect(smsc.stats).toMatchObject({ binds: 1, bindsRefused: 1 });
     } finally {
       await smsc.close();
+    }
+  });
+
+  it('`herald sms-simulator --smpp` as a process: it listens, authenticates a bind, and stops on SIGTERM', async () => {
+    const simulator = spawnHerald(['sms-simulator', '--smpp', '--port', '0', '--account', 'acme:pw'], {
+      DATABASE_URL: t.url,
+      HERALD_SCHEMA: t.schema,
+      HERALD_LOG_LEVEL: 'warn',
+    });
+    try {
+      const port = await waitFor(
+        () => /SMSC simulator listening on 127\.0\.0\.1:(\d+)/.exec(simulator.output())?.[1],
+        {
+          timeoutMs: 30_000,
+          what: 'the simulator listening',
+        },
+      );
+      const bind = await SmppBind.open({
+        host: '127.0.0.1',
+        port: Number(port),
+        systemId: 'acme',
+        password: 'pw',
+        systemType: '',
+        mode: 'transmitter',
+        enquireLinkMs: 10_000,
+        responseTimeoutMs: 2_000,
+        connectTimeoutMs: 5_000,
+        logger: silentLogger,
+        name: 'cli',
+      });
+      const { written, response } = bind.submit({
+        serviceType: '',
+        sourceAddr: 'HERALD',
+        sourceTon: 5,
+        sourceNpi: 0,
+        destinationAddr: '8801711000123',
+        destTon: 1,
+        destNpi: 1,
+        dataCoding: 0,
+        shortMessage: Buffer.from('Hello'),
+        udhIndicator: false,
+        sar: null,
+        registeredDelivery: 1,
+      });
+      expect(written).toBe(true);
+      expect(await response).toMatchObject({ kind: 'response', commandStatus: 0 });
+      await bind.unbind();
+    } finally {
+      expect(await simulator.stop()).toBe(0);
     }
   });
 
@@ -251,6 +301,18 @@ describe('fencing: a campaign that stops sending', () => {
       world.smsc.throttleFor(3_600_000);
       const paused = await world.campaign(msisdns(6, '017', 7_000));
       const cancelled = await world.campaign(msisdns(4, '019', 7_000));
+      // Both campaigns wholly submitted to the gateway (their parts queued there), the SMSC refusing.
+      await waitFor(
+        async () => {
+          const rows = [...(await world.recipients(paused)), ...(await world.recipients(cancelled))];
+          const parts = await t.db.query<{ n: number }>(
+            'select count(*)::int as n from sms_gateway_part where campaign_id = any($1::uuid[])',
+            [[paused, cancelled]],
+          );
+          return rows.every((r) => r.status === 'SUBMITTED') && parts.rows[0]!.n === 10 * 2;
+        },
+        { what: 'both campaigns queued at the gateway' },
+      );
       await waitFor(() => world.smsc.stats.throttled >= 5, { what: 'the SMSC refusing' });
       await world.service.pause(paused, 'hold on');
       await world.service.cancel(cancelled, 'wrong audience');

@@ -127,16 +127,32 @@ export async function smppWorld(
       return created.body.campaignId;
     },
     async final(campaignId, timeoutMs = 60_000) {
-      return waitFor(
-        async () => {
-          const { rows } = await t.db.query<{ status: string }>('select status from campaign where id = $1', [
-            campaignId,
-          ]);
-          const status = rows[0]?.status;
-          return status && FINAL_CAMPAIGN.includes(status) ? status : undefined;
-        },
-        { timeoutMs, intervalMs: 100, what: `campaign ${campaignId} final` },
-      );
+      try {
+        return await waitFor(
+          async () => {
+            const { rows } = await t.db.query<{ status: string }>(
+              'select status from campaign where id = $1',
+              [campaignId],
+            );
+            const status = rows[0]?.status;
+            return status && FINAL_CAMPAIGN.includes(status) ? status : undefined;
+          },
+          { timeoutMs, intervalMs: 100, what: `campaign ${campaignId} final` },
+        );
+      } catch (error) {
+        // What was left, for the failure message.
+        const { rows } = await t.db.query<{ what: string }>(
+          `select 'campaign ' || (select status from campaign where id = $1) || '; recipients ' ||
+                  (select string_agg(status || ' ' || n, ', ') from (select status, count(*) n from campaign_recipient where campaign_id = $1 group by 1) r) ||
+                  '; parts ' || coalesce((select string_agg(state || ' ' || n, ', ') from (select state, count(*) n from sms_gateway_part where campaign_id = $1 group by 1) p), 'none') ||
+                  '; reports ' || (select count(*) from sms_gateway_report g join sms_gateway_submission s using (submission_id) where s.campaign_id = $1) ||
+                  '; unmatched receipts ' || (select count(*) from sms_gateway_receipt where part_id is null and smsc_message_id is not null) as what`,
+          [campaignId],
+        );
+        throw new Error(
+          `${(error as Error).message}: ${rows[0]?.what}; gateway ${JSON.stringify(gateway?.status())}; smsc ${JSON.stringify(smsc.stats)}`,
+        );
+      }
     },
     async recipients(campaignId) {
       const { rows } = await t.db.query<{

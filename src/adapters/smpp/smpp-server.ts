@@ -39,6 +39,8 @@ export interface ServerConnectionHandlers {
   onBind(bind: { mode: BindMode; systemId: string; password: string; systemType: string }): number;
   onSubmit(connection: SmppServerConnection, submit: InboundSubmit): Promise<SubmitAnswer> | SubmitAnswer;
   onMalformed?(connection: SmppServerConnection, malformed: MalformedPdu): void;
+  /** The ESME unbound cleanly (before closing). */
+  onUnbind?(connection: SmppServerConnection): void;
   onClose?(connection: SmppServerConnection): void;
 }
 
@@ -194,6 +196,7 @@ export async function startSmppServer(options: {
     }
     session.on('enquire_link', (pdu: SmppPdu) => session.send(pdu.response()));
     session.on('unbind', (pdu: SmppPdu) => {
+      handlers.onUnbind?.(connection);
       session.send(pdu.response());
       connection.close();
     });

@@ -75,6 +75,7 @@ export interface SmscStats {
   receiptsPending: number;
   malformed: number;
   killed: number;
+  unbinds: number;
 }
 
 function udhConcatenation(udh: readonly Uint8Array[]): { ref: number; total: number; seq: number } | null {
@@ -117,6 +118,7 @@ export class SmscSimulator {
     receiptsPending: 0,
     malformed: 0,
     killed: 0,
+    unbinds: 0,
   };
   readonly malformedSeen: MalformedPdu[] = [];
 
@@ -151,6 +153,9 @@ export class SmscSimulator {
           return 0;
         },
         onSubmit: (connection, submit) => this.submit(connection, submit),
+        onUnbind: () => {
+          this.stats.unbinds++;
+        },
         onMalformed: (_connection, malformed) => {
           this.stats.malformed++;
           this.malformedSeen.push(malformed);
