@@ -154,8 +154,15 @@ async function runLineDemo({ runtime, api, out }: DemoContext<CampaignConfig>): 
     out(`  ${m.label.padEnd(30)} ${s.status.padEnd(10)} ${progress}`);
     for (const e of await campaigns.history(m.id)) {
       if (e.type !== 'LineChunkAccepted') continue;
-      const d = e.data as { chunk: number; requestId: string | null; acceptedRequestId: string | null; retryKey: string };
-      out(`      chunk ${d.chunk}: x-line-request-id ${d.requestId ?? d.acceptedRequestId} (X-Line-Retry-Key ${d.retryKey})`);
+      const d = e.data as {
+        chunk: number;
+        requestId: string | null;
+        acceptedRequestId: string | null;
+        retryKey: string;
+      };
+      out(
+        `      chunk ${d.chunk}: x-line-request-id ${d.requestId ?? d.acceptedRequestId} (X-Line-Retry-Key ${d.retryKey})`,
+      );
     }
   }
   const stats = simulator.stats(DEMO_CHANNEL);
@@ -166,7 +173,9 @@ async function runLineDemo({ runtime, api, out }: DemoContext<CampaignConfig>): 
       `across campaigns), ${simulator.violationCount} OpenAPI violations`,
   );
   if (simulator.violationCount > 0) {
-    out(`demo: Herald sent requests LINE's OpenAPI document refuses: ${JSON.stringify(simulator.violations())}`);
+    out(
+      `demo: Herald sent requests LINE's OpenAPI document refuses: ${JSON.stringify(simulator.violations())}`,
+    );
     return false;
   }
   out();
@@ -203,7 +212,8 @@ async function apiCall(api: DemoApi, method: string, path: string, body?: unknow
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const answer = await response.json();
-  if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${JSON.stringify(answer)}`);
+  if (!response.ok)
+    throw new Error(`${method} ${path} answered ${response.status}: ${JSON.stringify(answer)}`);
   return answer;
 }
 
