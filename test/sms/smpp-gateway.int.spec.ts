@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gatewayPartCounts } from '../../src/adapters/postgres/sms-gateway-queries.js';
 import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
+import { heraldMetrics } from '../../src/observability/metrics.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { KafkaFixture } from '../kafka/support/kafka-fixture.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
@@ -89,6 +90,13 @@ describe('sms-gateway over SMPP', () => {
       expect(world.smsc.receivedBy(rejected).size).toBe(2);
       expect(world.smsc.stats.malformed).toBe(0);
       expect(world.gateway!.status()[0]).toMatchObject({ transmitBinds: 1, receiveBinds: 1 });
+      // The process's /metrics: submit outcomes, receipts and binds per SMSC.
+      const { body } = await heraldMetrics.exposition();
+      expect(body).toMatch(
+        /herald_sms_gateway_submits_total\{smsc="sim",outcome="accepted"\} ([6-9]\d|\d{3,})/,
+      );
+      expect(body).toMatch(/herald_sms_gateway_receipts_total\{smsc="sim",kind="receipt"\} ([6-9]\d|\d{3,})/);
+      expect(body).toMatch(/herald_sms_gateway_binds\{smsc="sim",mode="transceiver"\} 1/);
     } finally {
       await world.stop();
     }

@@ -31,6 +31,7 @@ import { errorMessage } from '../../../../errors.js';
 import type { Logger } from '../../../../logger.js';
 import type { Database } from '../../../../ports/database.js';
 import type { SmsSettings } from '../settings.js';
+import { gatewayMeters } from './metrics.js';
 import { reportRecipients } from './reports.js';
 import type { SmscSettings, SmsGatewaySettings } from './settings.js';
 
@@ -276,6 +277,8 @@ class BindWorker {
       this.owner = `${deps.pod}:${this.name}:${bind.id}`;
       this.connection.stats.binds++;
       this.log.info({ owner: this.owner }, 'smpp bound');
+      gatewayMeters.bind(deps.smsc.name, this.mode, 1);
+      void bind.whenClosed().then(() => gatewayMeters.bind(deps.smsc.name, this.mode, -1));
       bind.onDeliver((deliver) => this.onDeliver(deliver));
       bind.onMalformed((malformed) => this.onMalformed(malformed));
       const closed = bind.whenClosed();
@@ -431,6 +434,7 @@ class BindWorker {
     if (!written) {
       // Provably never sent (the socket was not writable): back to the queue, nothing counted.
       this.connection.stats.notWritten++;
+      gatewayMeters.submit(smsc.name, 'not_written');
       this.record({
         id: part.id,
         state: 'queued',
@@ -448,10 +452,12 @@ class BindWorker {
 
   private answered(partId: string, result: SubmitResult): void {
     const { gateway } = this.connection.deps;
+    const smscName = this.connection.deps.smsc.name;
     const stats = this.connection.stats;
     for (const waiter of this.responseWaiters.splice(0)) waiter();
     if (result.kind !== 'response') {
       stats.unconfirmed++;
+      gatewayMeters.submit(smscName, 'unconfirmed');
       this.log.warn(
         {
           partId,
@@ -475,6 +481,7 @@ class BindWorker {
     switch (kind) {
       case 'accepted':
         stats.accepted++;
+        gatewayMeters.submit(smscName, 'accepted');
         this.record({
           id: partId,
           state: 'accepted',
@@ -487,6 +494,7 @@ class BindWorker {
         return;
       case 'throttled':
         stats.throttled++;
+        gatewayMeters.submit(smscName, 'throttled');
         this.throttled();
         // The SMSC refused it: the same part goes again once the bind's pause is over. Never failed.
         this.record({
@@ -501,6 +509,7 @@ class BindWorker {
         return;
       case 'retryable':
         stats.retried++;
+        gatewayMeters.submit(smscName, 'retryable');
         this.record({
           id: partId,
           state: 'queued',
@@ -513,6 +522,7 @@ class BindWorker {
         return;
       case 'permanent':
         stats.failed++;
+        gatewayMeters.submit(smscName, 'permanent');
         this.log.warn(
           { partId, commandStatus: hexStatus(result.commandStatus) },
           'submit_sm refused permanently',
@@ -640,6 +650,7 @@ class BindWorker {
     });
     if (!parsed.ok) {
       this.connection.stats.malformed++;
+      gatewayMeters.receipt(smsc.name, 'not_understood');
       this.log.warn(
         { reason: parsed.reason, sequence: deliver.sequenceNumber },
         'deliver_sm not understood: recorded',
@@ -665,6 +676,7 @@ class BindWorker {
 
   private onMalformed(malformed: MalformedPdu): Promise<void> {
     this.connection.stats.malformed++;
+    gatewayMeters.receipt(this.connection.deps.smsc.name, 'malformed_pdu');
     return new Promise((done, failed) => {
       this.receipts.push({
         record: {
@@ -713,6 +725,11 @@ class BindWorker {
           });
         });
         this.connection.stats.receipts += batch.length;
+        gatewayMeters.receipt(
+          deps.smsc.name,
+          'receipt',
+          batch.filter((b) => b.record.problem === null).length,
+        );
         this.connection.stats.reports += reports.length;
         if (reports.length > 0) deps.outboxWritten?.();
         for (const b of batch) b.done(0);
