@@ -29,9 +29,9 @@ import { concatReference, smppParts } from '../../../../domain/sms/smpp-message.
 import { classifySubmitStatus, hexStatus, parseReceipt } from '../../../../domain/sms/smpp-outcome.js';
 import { errorMessage } from '../../../../errors.js';
 import type { Logger } from '../../../../logger.js';
+import { heraldMetrics } from '../../../../observability/metrics.js';
 import type { Database } from '../../../../ports/database.js';
 import type { SmsSettings } from '../settings.js';
-import { gatewayMeters } from './metrics.js';
 import { reportRecipients } from './reports.js';
 import type { SmscSettings, SmsGatewaySettings } from './settings.js';
 
@@ -277,8 +277,8 @@ class BindWorker {
       this.owner = `${deps.pod}:${this.name}:${bind.id}`;
       this.connection.stats.binds++;
       this.log.info({ owner: this.owner }, 'smpp bound');
-      gatewayMeters.bind(deps.smsc.name, this.mode, 1);
-      void bind.whenClosed().then(() => gatewayMeters.bind(deps.smsc.name, this.mode, -1));
+      heraldMetrics.smsGateway(deps.smsc.name).bind(this.mode, 1);
+      void bind.whenClosed().then(() => heraldMetrics.smsGateway(deps.smsc.name).bind(this.mode, -1));
       bind.onDeliver((deliver) => this.onDeliver(deliver));
       bind.onMalformed((malformed) => this.onMalformed(malformed));
       const closed = bind.whenClosed();
@@ -434,7 +434,7 @@ class BindWorker {
     if (!written) {
       // Provably never sent (the socket was not writable): back to the queue, nothing counted.
       this.connection.stats.notWritten++;
-      gatewayMeters.submit(smsc.name, 'not_written');
+      heraldMetrics.smsGateway(smsc.name).submit('not_written');
       this.record({
         id: part.id,
         state: 'queued',
@@ -457,7 +457,7 @@ class BindWorker {
     for (const waiter of this.responseWaiters.splice(0)) waiter();
     if (result.kind !== 'response') {
       stats.unconfirmed++;
-      gatewayMeters.submit(smscName, 'unconfirmed');
+      heraldMetrics.smsGateway(smscName).submit('unconfirmed');
       this.log.warn(
         {
           partId,
@@ -481,7 +481,7 @@ class BindWorker {
     switch (kind) {
       case 'accepted':
         stats.accepted++;
-        gatewayMeters.submit(smscName, 'accepted');
+        heraldMetrics.smsGateway(smscName).submit('accepted');
         this.record({
           id: partId,
           state: 'accepted',
@@ -494,7 +494,7 @@ class BindWorker {
         return;
       case 'throttled':
         stats.throttled++;
-        gatewayMeters.submit(smscName, 'throttled');
+        heraldMetrics.smsGateway(smscName).submit('throttled');
         this.throttled();
         // The SMSC refused it: the same part goes again once the bind's pause is over. Never failed.
         this.record({
@@ -509,7 +509,7 @@ class BindWorker {
         return;
       case 'retryable':
         stats.retried++;
-        gatewayMeters.submit(smscName, 'retryable');
+        heraldMetrics.smsGateway(smscName).submit('retryable');
         this.record({
           id: partId,
           state: 'queued',
@@ -522,7 +522,7 @@ class BindWorker {
         return;
       case 'permanent':
         stats.failed++;
-        gatewayMeters.submit(smscName, 'permanent');
+        heraldMetrics.smsGateway(smscName).submit('permanent');
         this.log.warn(
           { partId, commandStatus: hexStatus(result.commandStatus) },
           'submit_sm refused permanently',
@@ -650,7 +650,7 @@ class BindWorker {
     });
     if (!parsed.ok) {
       this.connection.stats.malformed++;
-      gatewayMeters.receipt(smsc.name, 'not_understood');
+      heraldMetrics.smsGateway(smsc.name).receipt('not_understood');
       this.log.warn(
         { reason: parsed.reason, sequence: deliver.sequenceNumber },
         'deliver_sm not understood: recorded',
@@ -676,7 +676,7 @@ class BindWorker {
 
   private onMalformed(malformed: MalformedPdu): Promise<void> {
     this.connection.stats.malformed++;
-    gatewayMeters.receipt(this.connection.deps.smsc.name, 'malformed_pdu');
+    heraldMetrics.smsGateway(this.connection.deps.smsc.name).receipt('malformed_pdu');
     return new Promise((done, failed) => {
       this.receipts.push({
         record: {
@@ -725,11 +725,9 @@ class BindWorker {
           });
         });
         this.connection.stats.receipts += batch.length;
-        gatewayMeters.receipt(
-          deps.smsc.name,
-          'receipt',
-          batch.filter((b) => b.record.problem === null).length,
-        );
+        heraldMetrics
+          .smsGateway(deps.smsc.name)
+          .receipt('receipt', batch.filter((b) => b.record.problem === null).length);
         this.connection.stats.reports += reports.length;
         if (reports.length > 0) deps.outboxWritten?.();
         for (const b of batch) b.done(0);
