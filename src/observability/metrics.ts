@@ -73,6 +73,12 @@ export interface DatabaseSource {
   sample(): Promise<DatabaseSample | null>;
 }
 
+export interface SmsGatewayMeters {
+  submit(outcome: 'accepted' | 'throttled' | 'retryable' | 'permanent' | 'unconfirmed' | 'not_written'): void;
+  receipt(kind: 'receipt' | 'not_understood' | 'malformed_pdu', count?: number): void;
+  bind(mode: string, delta: 1 | -1): void;
+}
+
 export class HeraldMetrics {
   readonly registry = new Registry();
 
@@ -132,6 +138,25 @@ export class HeraldMetrics {
     name: 'herald_consumer_messages_total',
     help: 'Deliveries a consumer settled, by outcome: processed, duplicate, discarded, rejected, retried, dead.',
     labelNames: ['queue', 'consumer', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly smsGatewaySubmits = new Counter({
+    name: 'herald_sms_gateway_submits_total',
+    help: 'submit_sm written by herald sms-gateway, by SMSC and outcome: accepted, throttled, retryable, permanent, unconfirmed, not_written (never left the process).',
+    labelNames: ['smsc', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  private readonly smsGatewayReceipts = new Counter({
+    name: 'herald_sms_gateway_receipts_total',
+    help: 'deliver_sm recorded by herald sms-gateway, by SMSC and kind: receipt, not_understood, malformed_pdu.',
+    labelNames: ['smsc', 'kind'] as const,
+    registers: [this.registry],
+  });
+  private readonly smsGatewayBinds = new Gauge({
+    name: 'herald_sms_gateway_binds',
+    help: 'SMPP binds up in this process, by SMSC and mode (transceiver, transmitter, receiver).',
+    labelNames: ['smsc', 'mode'] as const,
     registers: [this.registry],
   });
 
@@ -289,6 +314,15 @@ export class HeraldMetrics {
       },
       batch: (seconds) => batch.observe(seconds),
       dueToClaimed: (seconds) => due.observe(seconds),
+    };
+  }
+
+  /** The SMS gateway's meters of one SMSC connection (ADR 0022). */
+  smsGateway(smsc: string): SmsGatewayMeters {
+    return {
+      submit: (outcome) => this.smsGatewaySubmits.inc({ smsc, outcome }),
+      receipt: (kind, count = 1) => this.smsGatewayReceipts.inc({ smsc, kind }, count),
+      bind: (mode, delta) => this.smsGatewayBinds.inc({ smsc, mode }, delta),
     };
   }
 

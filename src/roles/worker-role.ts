@@ -18,11 +18,17 @@ import { consumeKafka } from '../worker/consume-kafka.js';
 import type { ConsumerDefinition } from '../worker/consumer-definition.js';
 import { aborted } from './runtime.js';
 
-function startConsumer(
-  runtime: Runtime,
+/**
+ * Starts one toolkit consumer of `definition` on `source`, on its transport, with the configured
+ * attempts, retry delay and batch size (also used by roles that consume one topic of their own, such as
+ * `herald sms-gateway`).
+ */
+export function startConsumer(
+  runtime: Pick<Runtime, 'config' | 'db' | 'logger'>,
   definition: ConsumerDefinition,
   source: string,
   signal: AbortSignal,
+  options: { concurrency?: number; groupId?: string; fromBeginning?: boolean } = {},
 ): Promise<Consumer> {
   const { config, db, logger } = runtime;
   const common = {
@@ -43,6 +49,9 @@ function startConsumer(
     const deps = { db, brokers: config.kafkaBrokers, security: config.kafka.security, logger };
     return consumeKafka(deps, source, definition.handler, {
       ...common,
+      ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+      ...(options.groupId ? { groupId: options.groupId } : {}),
+      ...(options.fromBeginning === false ? { fromBeginning: false } : {}),
       topicPartitions: config.kafka.topicPartitions,
       replicationFactor: config.kafka.replicationFactor,
     });

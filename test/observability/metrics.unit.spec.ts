@@ -29,6 +29,9 @@ const SERIES = {
   herald_lease_held: 'gauge',
   herald_projector_lag_seconds: 'gauge',
   herald_metrics_database_up: 'gauge',
+  herald_sms_gateway_submits_total: 'counter',
+  herald_sms_gateway_receipts_total: 'counter',
+  herald_sms_gateway_binds: 'gauge',
 } as const;
 
 describe('HeraldMetrics', () => {

@@ -14,14 +14,16 @@ import { CAST_TYPES, type CastType } from '../../domain/campaign/status.js';
 import type { CampaignOperation, ExistingCampaign } from '../../domain/campaign.js';
 import { NotFoundError } from '../../errors.js';
 import type { Database } from '../../ports/database.js';
-import type { Role, RoleContext } from '../../registry/role.js';
+import type { Role, RoleContext, RoleDefinition } from '../../registry/role.js';
 import { runRole } from '../../roles/runtime.js';
 import { campaignAggregate } from './descriptor.js';
 import type { CampaignServices } from './routes.js';
 import type { CampaignConfig } from './settings.js';
 import { PostgresLedger } from './sms/billing.js';
+import { smsGatewayRole } from './sms/gateway/gateway.js';
 import { checkCampaignMoney, type MoneyCheck } from './sms/money-check.js';
 import { smsSimulatorRole } from './sms/simulator.js';
+import { smscSimulatorCommand } from './sms/smsc-simulator.js';
 
 const USAGE =
   'herald campaigns show <id> [--json] | recipients <id> [--after <id>] [--limit <n>] [--json] | ' +
@@ -138,7 +140,9 @@ function describeLine(c: ExistingCampaign): string[] {
     return lines;
   }
   const failed =
-    plan.recipients === null ? '' : `, not delivered ${plan.recipients - p.recipientsAccepted - p.recipientsUnconfirmed}`;
+    plan.recipients === null
+      ? ''
+      : `, not delivered ${plan.recipients - p.recipientsAccepted - p.recipientsUnconfirmed}`;
   lines.push(
     `  delivery: chunks ${p.chunksDone}/${plan.chunks} done (accepted ${p.chunksAccepted}, unconfirmed ${p.chunksUnconfirmed}); ` +
       `recipients accepted ${p.recipientsAccepted}${plan.recipients === null ? '' : `/${plan.recipients}`}, unconfirmed ${p.recipientsUnconfirmed}${failed}; ` +
@@ -147,7 +151,9 @@ function describeLine(c: ExistingCampaign): string[] {
   if (p.lastRequestId) lines.push(`  last x-line-request-id ${p.lastRequestId}`);
   if (p.lastError) {
     const e = p.lastError;
-    lines.push(`  last LINE error: ${e.kind}${e.status ? ` ${e.status}` : ''}: ${e.message}${e.requestId ? ` (${e.requestId})` : ''}`);
+    lines.push(
+      `  last LINE error: ${e.kind}${e.status ? ` ${e.status}` : ''}: ${e.message}${e.requestId ? ` (${e.requestId})` : ''}`,
+    );
   }
   return lines;
 }
@@ -191,10 +197,11 @@ async function control(
   sub: string,
   campaign: ExistingCampaign,
   rest: string[],
-  values: { reason?: string | undefined; 'dry-run'?: boolean | undefined; json?: boolean | undefined } & Record<
-    string,
-    string | boolean | undefined
-  >,
+  values: {
+    reason?: string | undefined;
+    'dry-run'?: boolean | undefined;
+    json?: boolean | undefined;
+  } & Record<string, string | boolean | undefined>,
 ): Promise<number> {
   const { sms, campaigns: generic } = servicesOn<CampaignServices>(context, db);
   const meta = { actor: 'cli', correlationId: randomUUID() };
@@ -236,7 +243,10 @@ async function control(
     case 'resend': {
       if (!isSms) {
         if (values['dry-run']) throw new UsageError('--dry-run previews an SMS resend');
-        return show(await generic.resend(id, reason, meta), 'resent (the chunks not yet accepted, same retry keys)');
+        return show(
+          await generic.resend(id, reason, meta),
+          'resent (the chunks not yet accepted, same retry keys)',
+        );
       }
       const preview = await sms.resendPreview(id);
       if (values['dry-run']) {
@@ -341,9 +351,26 @@ export const campaignRoles: Record<string, Role<CampaignConfig>> = {
     run: campaignsCommand,
   },
   'sms-simulator': {
-    summary: smsSimulatorRole.summary,
-    async run({ config, logger, registry, signal }) {
+    summary: `${smsSimulatorRole.summary}; --smpp: an SMPP 3.4 SMSC for \`herald sms-gateway\` [--port <p>] [--account <id>:<password>] [--tps <n>]`,
+    async run({ argv, config, logger, registry, signal }) {
+      if (argv.includes('--smpp')) {
+        const gateway = config.smsGateway;
+        return smscSimulatorCommand({
+          argv,
+          logger: logger.child({ role: 'sms-simulator' }),
+          signal,
+          behaviour: config.sms.simulator,
+          defaultAccounts: new Map((gateway?.smscs ?? []).map((s) => [s.systemId, s.password])),
+        });
+      }
       await runRole('sms-simulator', smsSimulatorRole, { config, logger, registry, signal });
+      return 0;
+    },
+  },
+  'sms-gateway': {
+    summary: smsGatewayRole.summary,
+    async run({ config, logger, registry, signal }) {
+      await runRole('sms-gateway', smsGatewayRole as RoleDefinition, { config, logger, registry, signal });
       return 0;
     },
   },

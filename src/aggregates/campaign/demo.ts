@@ -24,6 +24,10 @@ export const campaignDemo: DemoStep<CampaignConfig> = {
     // attempts while it runs.
     HERALD_SMS_RETRY_MINUTES: '0',
     HERALD_SMS_RETRY_JITTER_SECONDS: '1',
+    // The LINE section sends four broadcasts to one official account within a minute: at LINE's 60 an
+    // hour (the default) the demo would wait minutes for slots and time out, so the test server's channel
+    // is given a demo rate.
+    HERALD_LINE_BROADCAST_PER_HOUR: '3600',
   },
   // The LINE test server (it validates every request against LINE's OpenAPI document), before the roles.
   async setUp() {
@@ -150,8 +154,15 @@ async function runLineDemo({ runtime, api, out }: DemoContext<CampaignConfig>): 
     out(`  ${m.label.padEnd(30)} ${s.status.padEnd(10)} ${progress}`);
     for (const e of await campaigns.history(m.id)) {
       if (e.type !== 'LineChunkAccepted') continue;
-      const d = e.data as { chunk: number; requestId: string | null; acceptedRequestId: string | null; retryKey: string };
-      out(`      chunk ${d.chunk}: x-line-request-id ${d.requestId ?? d.acceptedRequestId} (X-Line-Retry-Key ${d.retryKey})`);
+      const d = e.data as {
+        chunk: number;
+        requestId: string | null;
+        acceptedRequestId: string | null;
+        retryKey: string;
+      };
+      out(
+        `      chunk ${d.chunk}: x-line-request-id ${d.requestId ?? d.acceptedRequestId} (X-Line-Retry-Key ${d.retryKey})`,
+      );
     }
   }
   const stats = simulator.stats(DEMO_CHANNEL);
@@ -162,7 +173,9 @@ async function runLineDemo({ runtime, api, out }: DemoContext<CampaignConfig>): 
       `across campaigns), ${simulator.violationCount} OpenAPI violations`,
   );
   if (simulator.violationCount > 0) {
-    out(`demo: Herald sent requests LINE's OpenAPI document refuses: ${JSON.stringify(simulator.violations())}`);
+    out(
+      `demo: Herald sent requests LINE's OpenAPI document refuses: ${JSON.stringify(simulator.violations())}`,
+    );
     return false;
   }
   out();
@@ -199,7 +212,8 @@ async function apiCall(api: DemoApi, method: string, path: string, body?: unknow
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const answer = await response.json();
-  if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${JSON.stringify(answer)}`);
+  if (!response.ok)
+    throw new Error(`${method} ${path} answered ${response.status}: ${JSON.stringify(answer)}`);
   return answer;
 }
 

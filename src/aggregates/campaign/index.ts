@@ -5,7 +5,8 @@
  * SMS dispatch, delivery and recovery pollers (scanner) and CSV build sweep (worker), the LINE
  * delivery and DLR consumers, its queues and topics, the tick queue that wakes the scanners, the tick
  * side stream, the dispatch_stats projection, report retention, its services, routes, live-stream
- * topic, CLI verbs, the tick role and its part of the demo.
+ * topic, CLI verbs (with `herald sms-gateway`, the SMPP operator path, and the SMS simulators), the tick
+ * role and its part of the demo.
  */
 import { pruneRolledUpReports } from '../../adapters/postgres/sms-delivery-queries.js';
 import { defineAggregate } from '../../registry/module.js';
@@ -18,20 +19,22 @@ import { dispatchStatsProjection } from './dispatch-stats.js';
 import { lineRoles } from './line/cli.js';
 import { lineDeliveryHandler, lineDispatchPayload } from './line/delivery.js';
 import { lineRoutes } from './line/routes.js';
+import { lineSettings } from './line/settings.js';
 import { lineSimulatorRole } from './line/simulator/role.js';
 import { campaignPorts } from './ports.js';
 import { type CampaignServices, campaignRoutes } from './routes.js';
 import { CampaignService } from './service.js';
-import { lineSettings } from './line/settings.js';
 import { campaignSettings } from './settings.js';
 import { smsBuildSweeper } from './sms/build.js';
 import { smsDispatchSweeper } from './sms/dispatch.js';
+import { SMS_GATEWAY_STREAM_TYPE } from './sms/gateway/reports.js';
+import { smsGatewaySettings } from './sms/gateway/settings.js';
 import { SMS_DELIVERY_LEASES, smsDeliverySweepers, smsDlrConsumers } from './sms/pollers.js';
 import { SMS_RECOVERY_LEASES, smsRecoverySweepers } from './sms/recovery.js';
 import { smsCampaignRoutes } from './sms/routes.js';
 import { SmsCampaignService } from './sms/service.js';
 import { smsSettings } from './sms/settings.js';
-import { SMS_REPORTING_TOPIC, SMS_SUBMIT_TOPIC } from './sms/topology.js';
+import { SMS_DLR_TOPIC, SMS_REPORTING_TOPIC, SMS_SUBMIT_TOPIC } from './sms/topology.js';
 import { campaignSweeper } from './sweepers.js';
 import { tickRole } from './tick.js';
 import {
@@ -46,7 +49,7 @@ import {
 
 export const campaignRegistration = defineAggregate({
   aggregate: campaignAggregate,
-  settings: [campaignSettings, smsSettings, lineSettings],
+  settings: [campaignSettings, smsSettings, smsGatewaySettings, lineSettings],
   ports: campaignPorts,
   sideStreams: [
     {
@@ -54,13 +57,24 @@ export const campaignRegistration = defineAggregate({
       description: 'CampaignTickEmitted: one per tick period, the event behind each process_campaign message',
       retentionDays: (config) => config.campaign.tickRetentionDays,
     },
+    {
+      streamType: SMS_GATEWAY_STREAM_TYPE,
+      description:
+        'SmsGatewayReported: one per `herald sms-gateway` transaction that wrote delivery reports to the DLR topic (ADR 0022)',
+      retentionDays: (config) => config.sms.reportRetentionDays,
+    },
   ],
   topology: {
     // The SMS submit topic is also declared as a queue for deployments that send SMS over RabbitMQ
     // (HERALD_SMS_SINK=amqp with the default topic name).
-    amqpQueues: [...HERALD_QUEUES.filter((q) => q !== PROCESS_CAMPAIGN_QUEUE), SMS_SUBMIT_TOPIC],
+    // The DLR topic too: `herald sms-gateway` writes delivery reports through the outbox (ADR 0022).
+    amqpQueues: [
+      ...HERALD_QUEUES.filter((q) => q !== PROCESS_CAMPAIGN_QUEUE),
+      SMS_SUBMIT_TOPIC,
+      SMS_DLR_TOPIC,
+    ],
     // Completion notices (priority 5, reporting).
-    kafkaTopics: [SMS_SUBMIT_TOPIC, SMS_REPORTING_TOPIC],
+    kafkaTopics: [SMS_SUBMIT_TOPIC, SMS_DLR_TOPIC, SMS_REPORTING_TOPIC],
     scannerWakeQueues: [{ queue: PROCESS_CAMPAIGN_QUEUE, consumer: SCANNER_TICK_CONSUMER }],
   },
   maintenance: (config) => [
@@ -158,6 +172,7 @@ export const campaignRegistration = defineAggregate({
   demo: campaignDemo,
 });
 
+export type { LineMessagingPort, LineOutcome } from '../../adapters/line/messaging-api.js';
 // The slice's public surface (re-exported by the package's root entry).
 export type { CampaignCommand, CampaignCommandType, CreateCampaign } from '../../domain/campaign/commands.js';
 export type { CampaignEvent, CampaignEventType } from '../../domain/campaign/events.js';
@@ -180,7 +195,6 @@ export {
   type RuleIssue,
   SmsValidationError,
 } from '../../domain/sms/campaign-request.js';
-export type { LineMessagingPort, LineOutcome } from '../../adapters/line/messaging-api.js';
 export { LineDirectory } from './line/directory.js';
 export { type LineSettings, lineSettings } from './line/settings.js';
 export type { CampaignPorts } from './ports.js';

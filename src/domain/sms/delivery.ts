@@ -5,10 +5,13 @@
  * (SEND_FAILED: the Kafka send failed; EXPIRED: validity or timeout; FAILED with a configured retryable
  * MNPSP code, or a code naming a timeout, a connection error or a downstream 5xx) with attempts left
  * and a campaign that still sends → RETRY_PENDING at now + retry delay + jitter; everything else →
- * FAILED with a refund owed (class PERMANENT, EXHAUSTED or LATE). The attempt count is the row's
+ * FAILED with a refund owed (class PERMANENT, EXHAUSTED or LATE). The SMPP gateway's codes (ADR 0022): a
+ * retryable submit_sm_resp status (`SMPP_0x…`) is temporary; SEND_FAILED also covers a submission the
+ * gateway withdrew before sending it (its campaign paused or cancelled): never sent, so safe to retry. The attempt count is the row's
  * (only the dispatcher's submission increases it), so classifying never counts an attempt.
  * Time comes in (`now`, the transaction's database time) and so does randomness (`random`).
  */
+import { isTemporarySmppCode } from './smpp-outcome.js';
 
 export const REPORT_STATUSES = [
   'DELIVERED',
@@ -66,7 +69,10 @@ export function isTemporaryFailure(
     case 'EXPIRED':
       return true;
     case 'FAILED':
-      return code !== null && (retryableCodes.includes(code) || TEMPORARY_CODE.test(code));
+      return (
+        code !== null &&
+        (retryableCodes.includes(code) || TEMPORARY_CODE.test(code) || isTemporarySmppCode(code))
+      );
     case 'REJECTED':
     case 'DELIVERED':
     case 'NOT_AVAILABLE':

@@ -1,11 +1,13 @@
 /**
  * The SMS section of `npm run demo`, on the demo's running relay, scanner and worker: a balance topped up,
  * an inline personalized campaign previewed and created (one recipient deferred by its send window), a
- * small CSV campaign built, and one sent to the simulator's fixed test numbers. The simulator's delivery
- * reports are rolled up until the CSV campaign is COMPLETED, the test-number one PARTIAL with its failures
- * refunded (then resent), and the inline one cancelled mid-dispatch with its deferred recipient refunded.
- * Prints each campaign with its money check and returns whether it all balanced; without KAFKA_BROKERS it
- * says so and skips. ADR 0014, ADR 0019.
+ * small CSV campaign built, and one sent to the simulator's fixed test numbers. The chunks go over SMPP:
+ * `herald sms-gateway` (in this process) binds to the SMSC simulator (`herald sms-simulator --smpp`, in
+ * this process on a free port) and submits every part; the receipts come back as deliver_sm and become
+ * delivery reports, rolled up until the CSV campaign is COMPLETED, the test-number one PARTIAL with its
+ * failures refunded (then resent), and the inline one cancelled mid-dispatch with its deferred recipient
+ * refunded. Prints each campaign with its money check and returns whether it all balanced; without
+ * KAFKA_BROKERS it says so and skips. ADR 0014, ADR 0019, ADR 0022.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -16,9 +18,11 @@ import type { DemoContext } from '../../../registry/demo.js';
 import { describeCampaign } from '../cli.js';
 import type { CampaignConfig } from '../settings.js';
 import { PostgresLedger } from './billing.js';
+import { SmsGateway } from './gateway/gateway.js';
+import type { SmscSettings } from './gateway/settings.js';
 import { checkCampaignMoney } from './money-check.js';
 import { SmsCampaignService } from './service.js';
-import { SmsGatewaySimulator } from './simulator.js';
+import { SmscSimulator } from './smsc-simulator.js';
 
 const ORG = 'org-demo';
 
@@ -51,27 +55,49 @@ export async function runSmsDemo({
     idempotencyTtlMs: config.api.idempotencyTtlMs,
     logger: runtime.logger,
   });
-  // A group of its own that sees only what this run submits (the topic may hold earlier runs' chunks).
-  // Every number is delivered except the fixed test numbers.
-  const simulator = new SmsGatewaySimulator({
-    brokers: config.kafkaBrokers,
-    security: config.kafka.security,
-    settings: {
-      ...config.sms,
-      simulator: {
-        ...config.sms.simulator,
-        outcomes: [{ outcome: 'DELIVERED', weight: 1 }],
-        fixed: new Map(
-          DEMO_TEST_NUMBERS.map((n) => [n.msisdn, { status: n.status, errorCode: n.errorCode }]),
-        ),
-      },
+  // The operator's SMSC: every number is delivered except the fixed test numbers.
+  const DEMO_ACCOUNT = { systemId: 'herald-demo', password: 'demo' };
+  const simulator = await new SmscSimulator({
+    port: 0,
+    accounts: new Map([[DEMO_ACCOUNT.systemId, DEMO_ACCOUNT.password]]),
+    behaviour: {
+      ...config.sms.simulator,
+      outcomes: [{ outcome: 'DELIVERED', weight: 1 }],
+      fixed: new Map(DEMO_TEST_NUMBERS.map((n) => [n.msisdn, { status: n.status, errorCode: n.errorCode }])),
     },
     logger: silentLogger,
-    topicPartitions: config.kafka.topicPartitions,
-    groupId: `herald-sms-simulator-demo-${randomUUID()}`,
+  }).start();
+  const smsc: SmscSettings = {
+    name: 'demo-smsc',
+    host: '127.0.0.1',
+    port: simulator.port,
+    tls: false,
+    systemId: DEMO_ACCOUNT.systemId,
+    systemType: '',
+    password: DEMO_ACCOUNT.password,
+    channels: ['*'],
+    binds: { transceivers: 1, transmitters: 0, receivers: 0 },
+    window: 10,
+    tpsPerBind: 100,
+    tps: 100,
+    destTon: 1,
+    destNpi: 1,
+    concatenation: 'udh',
+    serviceType: '',
+  };
+  // The gateway's group sees only what this run submits (the topic may hold earlier runs' chunks).
+  const gateway = new SmsGateway({
+    db: runtime.db,
+    config: { ...config, smsGateway: { ...config.smsGateway, smscs: [smsc] } },
+    logger: silentLogger,
+    wakeups: runtime.notifier,
+    consumerGroup: `herald-sms-gateway-demo-${randomUUID()}`,
     fromBeginning: false,
   });
-  await simulator.start();
+  await gateway.start();
+  out(
+    `sms gateway: bound over SMPP to the SMSC simulator on 127.0.0.1:${simulator.port} as ${DEMO_ACCOUNT.systemId} (window 10, 100 submit_sm/s)`,
+  );
   try {
     const credit = await ledger.credit({ organizationId: ORG, key: 'demo-top-up', amount: '500' });
     out(`balance of ${ORG}: ${credit.balanceAfter} BDT (credited once under key demo-top-up)`);
@@ -267,10 +293,11 @@ export async function runSmsDemo({
       for (const line of describeCampaign(c, upload, checks[i])) out(line);
       out();
     }
+    const st = simulator.stats;
     out(
-      `delivery reports from the simulator: ${Object.entries(simulator.stats.reports)
-        .map(([k, v]) => `${k} ${v}`)
-        .join(', ')}`,
+      `SMSC simulator (SMPP): ${st.submits} submit_sm, ${st.accepted} accepted, ${st.receiptsSent} receipts, ` +
+        `${st.throttled} throttled; ${simulator.partsReceived} parts to ${simulator.numbersReached} numbers ` +
+        `(the retried and resent test numbers got theirs again, each time a new submission)`,
     );
     out(`ledger entries of ${ORG} (each key applied once):`);
     for (const e of await ledger.entries(ORG)) out(`  ${e.kind.padEnd(9)} ${e.amount.padStart(9)}  ${e.key}`);
@@ -286,6 +313,7 @@ export async function runSmsDemo({
     );
     return balanced;
   } finally {
-    await simulator.stop();
+    await gateway.stop();
+    await simulator.close();
   }
 }

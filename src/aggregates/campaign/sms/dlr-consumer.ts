@@ -29,8 +29,9 @@ export const deliveryReportSchema = z.object({
   recipientId: z.union([digits, z.number().int().positive().transform(String)]),
   msisdn: z.string().min(1),
   operator: z.string().min(1),
-  // A gateway never reports SEND_FAILED: that one is synthetic (a dead submission).
-  status: z.enum(DLR_OUTCOMES),
+  // SEND_FAILED: never handed to the operator. The roll-up writes it for a dead submission; the SMPP
+  // gateway reports it for a submission it withdrew unsent (its campaign paused or cancelled, ADR 0022).
+  status: z.enum([...DLR_OUTCOMES, 'SEND_FAILED']),
   errorCode: z.string().max(200).nullable(),
   epoch: z.number().int().nonnegative(),
   receivedAt: instant,
