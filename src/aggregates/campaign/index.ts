@@ -18,12 +18,13 @@ import { dispatchStatsProjection } from './dispatch-stats.js';
 import { lineRoles } from './line/cli.js';
 import { lineDeliveryHandler, lineDispatchPayload } from './line/delivery.js';
 import { lineRoutes } from './line/routes.js';
+import { lineSettings } from './line/settings.js';
 import { lineSimulatorRole } from './line/simulator/role.js';
 import { campaignPorts } from './ports.js';
 import { type CampaignServices, campaignRoutes } from './routes.js';
 import { CampaignService } from './service.js';
-import { lineSettings } from './line/settings.js';
 import { campaignSettings } from './settings.js';
+import { billingSettings } from './sms/billing-settings.js';
 import { smsBuildSweeper } from './sms/build.js';
 import { smsDispatchSweeper } from './sms/dispatch.js';
 import { SMS_DELIVERY_LEASES, smsDeliverySweepers, smsDlrConsumers } from './sms/pollers.js';
@@ -46,7 +47,7 @@ import {
 
 export const campaignRegistration = defineAggregate({
   aggregate: campaignAggregate,
-  settings: [campaignSettings, smsSettings, lineSettings],
+  settings: [campaignSettings, smsSettings, billingSettings, lineSettings],
   ports: campaignPorts,
   sideStreams: [
     {
@@ -158,6 +159,7 @@ export const campaignRegistration = defineAggregate({
   demo: campaignDemo,
 });
 
+export type { LineMessagingPort, LineOutcome } from '../../adapters/line/messaging-api.js';
 // The slice's public surface (re-exported by the package's root entry).
 export type { CampaignCommand, CampaignCommandType, CreateCampaign } from '../../domain/campaign/commands.js';
 export type { CampaignEvent, CampaignEventType } from '../../domain/campaign/events.js';
@@ -180,7 +182,6 @@ export {
   type RuleIssue,
   SmsValidationError,
 } from '../../domain/sms/campaign-request.js';
-export type { LineMessagingPort, LineOutcome } from '../../adapters/line/messaging-api.js';
 export { LineDirectory } from './line/directory.js';
 export { type LineSettings, lineSettings } from './line/settings.js';
 export type { CampaignPorts } from './ports.js';
@@ -191,8 +192,11 @@ export {
   type BillingOperation,
   type BillingPort,
   type BillingReceipt,
+  type BillingRequestOptions,
+  configuredBilling,
   PostgresLedger,
 } from './sms/billing.js';
+export { type BillingSettings, billingSettings } from './sms/billing-settings.js';
 export { postgresSmsRouting, type SmsRoutingPort } from './sms/routing.js';
 export {
   type BulkCreated,

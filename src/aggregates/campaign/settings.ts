@@ -9,6 +9,7 @@ import type { HeraldConfig } from '../../settings/core.js';
 import { describeSetting as d, defineSettings, type SettingsOf } from '../../settings/fragment.js';
 import { positiveInt } from '../../settings/validators.js';
 import type { LineConfig } from './line/settings.js';
+import type { billingSettings } from './sms/billing-settings.js';
 import type { smsSettings } from './sms/settings.js';
 
 export interface CampaignSettings {
@@ -75,4 +76,5 @@ export const campaignSettings = defineSettings({
 export type CampaignConfig = HeraldConfig &
   SettingsOf<typeof campaignSettings> &
   SettingsOf<typeof smsSettings> &
+  SettingsOf<typeof billingSettings> &
   LineConfig;
