@@ -15,9 +15,13 @@ import {
 import { IdempotencyKeyError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Database, SqlClient } from '../ports/database.js';
+import { RETRY_AFTER_SECONDS } from './problem.js';
 
-/** Seed 003: a client retrying while the first request is in progress is told to come back in 2 s. */
-export const IN_PROGRESS_RETRY_AFTER_SECONDS = 2;
+/**
+ * Seed 003: a client retrying while the first request is in progress is told to come back in 2 s — the
+ * API's one Retry-After (src/api/problem.ts), under the name this module has always exported.
+ */
+export const IN_PROGRESS_RETRY_AFTER_SECONDS = RETRY_AFTER_SECONDS;
 
 /** An Idempotency-Key with its scope and the fingerprint of the request it was sent with. */
 export interface RequestKey {
