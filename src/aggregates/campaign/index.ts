@@ -57,9 +57,13 @@ export const campaignRegistration = defineAggregate({
     },
   ],
   topology: {
-    // The SMS submit topic is also declared as a queue for deployments that send SMS over RabbitMQ
-    // (HERALD_SMS_SINK=amqp with the default topic name).
-    amqpQueues: [...HERALD_QUEUES.filter((q) => q !== PROCESS_CAMPAIGN_QUEUE), SMS_SUBMIT_TOPIC],
+    // The SMS submit and reporting topics are also declared as queues for deployments that send SMS over
+    // RabbitMQ (HERALD_SMS_SINK=amqp with the default topic name; completion notices follow the sink).
+    amqpQueues: [
+      ...HERALD_QUEUES.filter((q) => q !== PROCESS_CAMPAIGN_QUEUE),
+      SMS_SUBMIT_TOPIC,
+      SMS_REPORTING_TOPIC,
+    ],
     // Completion notices (priority 5, reporting).
     kafkaTopics: [SMS_SUBMIT_TOPIC, SMS_REPORTING_TOPIC],
     scannerWakeQueues: [{ queue: PROCESS_CAMPAIGN_QUEUE, consumer: SCANNER_TICK_CONSUMER }],
