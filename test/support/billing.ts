@@ -10,11 +10,17 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HttpBillingClient, type HttpBillingOptions } from '../../src/adapters/http/billing-client.js';
+import { configuredBilling } from '../../src/aggregates/campaign/sms/billing.js';
 import {
   type BillingSimulator,
   type BillingSimulatorOptions,
   startBillingSimulator,
 } from '../../src/aggregates/campaign/sms/billing-simulator.js';
+import { SmsCampaignService } from '../../src/aggregates/campaign/sms/service.js';
+import { CommandHandler } from '../../src/eventstore/command-handler.js';
+import { createTestDatabase } from './services.js';
+import { silentLogger } from './sms.js';
+import { ALWAYS_OPEN } from './sms-delivery.js';
 
 /** A bearer token for tests (long enough for the logger's secret scrubbing). */
 export const TEST_BILLING_TOKEN = 'billing-test-token-7f3c9a2e51d84b06';
@@ -138,4 +144,75 @@ export function startMtlsBillingServer(options: BillingSimulatorOptions = {}): P
     tls: { ...c.server, ca: readFileSync(c.caPath), requireClientCert: true },
     ...options,
   });
+}
+
+/**
+ * The money-path tests' set-up (test/sms/billing-money-*.int.spec.ts): the billing test server, a test
+ * database, the configuration that selects HTTP billing (HERALD_BILLING=http) and the port the campaign
+ * slice resolves for it, the SMS service and a command handler on that configuration, and readers of the
+ * server's ledger and of what a campaign wrote.
+ */
+export async function billingMoneyFixture() {
+  const server = await startTestBillingServer();
+  const t = await createTestDatabase();
+  const config = t.config({ ...ALWAYS_OPEN, ...billingEnv(server) });
+  const billing = configuredBilling(config.billing, t.db);
+  const settings = config.sms;
+  const handler = new CommandHandler({ db: t.db, pod: 'test', config });
+  const service = new SmsCampaignService({
+    db: t.db,
+    handler,
+    billing,
+    settings,
+    idempotencyTtlMs: 3_600_000,
+    logger: silentLogger,
+  });
+  const count = async (sql: string, params: unknown[]) =>
+    (await t.db.query<{ n: number }>(sql, params)).rows[0]!.n;
+  return {
+    server,
+    t,
+    config,
+    billing,
+    settings,
+    handler,
+    service,
+    /** The server's deductions under `key`. */
+    deductions: (org: string, key: string) =>
+      server.entries(org).filter((e) => e.kind === 'deduction' && e.key === key),
+    /** The server's refunds (and reversals) under `key`. */
+    refunds: (org: string, key: string) =>
+      server.entries(org).filter((e) => e.kind === 'refund' && e.key === key),
+    async campaignsOf(org: string) {
+      const { rows } = await t.db.query<{ id: string; status: string; failure_reason: string | null }>(
+        `select id::text, status, failure_reason from campaign where organization_id = $1 order by created_at`,
+        [org],
+      );
+      return rows;
+    },
+    eventsOf: (campaignId: string) =>
+      count(`select count(*)::int as n from event where stream_type = 'campaign' and stream_id = $1`, [
+        campaignId,
+      ]),
+    outboxRowsOf: (campaignId: string) =>
+      count(
+        `select count(*)::int as n from outbox o join event e on e.position = o.event_position where e.stream_id = $1`,
+        [campaignId],
+      ),
+    async close() {
+      await t.drop();
+      await server.close();
+    },
+  };
+}
+
+export type BillingMoneyFixture = Awaited<ReturnType<typeof billingMoneyFixture>>;
+
+export async function errorOf(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a rejection');
 }
