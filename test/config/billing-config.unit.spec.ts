@@ -31,10 +31,12 @@ function refusal(env: Record<string, string>): ConfigError {
 }
 
 describe('billing settings', () => {
-  it('defaults: the PostgreSQL ledger', () => {
+  it('defaults: the PostgreSQL ledger; unanswered CSV charges retried every 30 s for an hour', () => {
     expect(loadConfig(base).billing).toEqual({
       mode: 'ledger',
       http: undefined,
+      chargeRetryMs: 30_000,
+      chargeGiveUpMs: 3_600_000,
     });
   });
 
@@ -50,6 +52,8 @@ describe('billing settings', () => {
         bearerToken: 'tok-0123456789abcdef',
         tls: { caPath: undefined, certPath: undefined, keyPath: undefined },
       },
+      chargeRetryMs: 30_000,
+      chargeGiveUpMs: 3_600_000,
     });
     expect(config.secrets).toContain('tok-0123456789abcdef');
   });
@@ -101,6 +105,7 @@ describe('billing settings', () => {
     ],
     [{ ...base, HERALD_BILLING_URL: 'https://billing.internal' }, 'HERALD_BILLING_URL'],
     [{ ...base, HERALD_BILLING_TOKEN: 't0123456' }, 'HERALD_BILLING_TOKEN'],
+    [{ ...base, HERALD_SMS_CHARGE_RETRY_SECONDS: '0' }, 'HERALD_SMS_CHARGE_RETRY_SECONDS'],
     [{ ...base, HERALD_BILLING_TOKEN_FILE: '/nonexistent/token' }, 'HERALD_BILLING_TOKEN_FILE'],
   ])('%o is refused naming %s', (env, variable) => {
     expect(refusal(env as Record<string, string>).field).toBe(variable);

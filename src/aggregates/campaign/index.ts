@@ -25,7 +25,7 @@ import { type CampaignServices, campaignRoutes } from './routes.js';
 import { CampaignService } from './service.js';
 import { campaignSettings } from './settings.js';
 import { billingSettings } from './sms/billing-settings.js';
-import { smsBuildSweeper } from './sms/build.js';
+import { smsBuildSweeper, smsChargeRetrySweeper } from './sms/build.js';
 import { smsDispatchSweeper } from './sms/dispatch.js';
 import { SMS_DELIVERY_LEASES, smsDeliverySweepers, smsDlrConsumers } from './sms/pollers.js';
 import { SMS_RECOVERY_LEASES, smsRecoverySweepers } from './sms/recovery.js';
@@ -100,17 +100,31 @@ export const campaignRegistration = defineAggregate({
       ...smsRecoverySweepers(context),
     ];
   },
-  workerSweepers: ({ config, db, handler, logger, wakeups, ports }) => [
-    smsBuildSweeper({
-      db,
-      handler,
-      wakeups,
-      logger,
-      billing: ports.billing,
-      settings: config.sms,
-      owner: config.pod,
-    }),
-  ],
+  workerSweepers: ({ config, db, handler, logger, wakeups, ports }) => {
+    const charge = { retryMs: config.billing.chargeRetryMs, giveUpMs: config.billing.chargeGiveUpMs };
+    return [
+      smsBuildSweeper({
+        db,
+        handler,
+        wakeups,
+        logger,
+        billing: ports.billing,
+        settings: config.sms,
+        owner: config.pod,
+        charge,
+      }),
+      // A build whose charge billing did not answer: asked again with the same key (ADR 0023).
+      smsChargeRetrySweeper({
+        db,
+        handler,
+        wakeups,
+        logger,
+        billing: ports.billing,
+        settings: config.sms,
+        charge,
+      }),
+    ];
+  },
   consumers: (context) => [
     defineConsumer({
       consumer: LINE_DELIVERY_CONSUMER,

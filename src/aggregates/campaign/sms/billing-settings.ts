@@ -3,8 +3,9 @@
  * ledger (`HERALD_BILLING=ledger`, the default) or an external billing service over HTTP
  * (`HERALD_BILLING=http`: its URL, a timeout per attempt, the attempts each operation gets with its one
  * key, the backoff between them, and its authentication: a bearer token, from a file with
- * `HERALD_BILLING_TOKEN_FILE`, and/or a client certificate for mTLS). Composed into the configuration
- * by the campaign registration (`config.billing`).
+ * `HERALD_BILLING_TOKEN_FILE`, and/or a client certificate for mTLS) — and how a CSV campaign's charge
+ * that billing could not answer is retried. Composed into the configuration by the campaign
+ * registration (`config.billing`).
  */
 import { z } from 'zod';
 import { ConfigError } from '../../../errors.js';
@@ -27,6 +28,10 @@ export interface BillingSettings {
   readonly mode: 'ledger' | 'http';
   /** Set when `mode` is `http`. */
   readonly http: HttpBillingSettings | undefined;
+  /** A CSV campaign whose charge billing could not answer is charged again (same key) after this long… */
+  readonly chargeRetryMs: number;
+  /** …until this long after its first try; then the charge is reversed by its key and the campaign FAILED. */
+  readonly chargeGiveUpMs: number;
 }
 
 const HTTP_ONLY = [
@@ -74,6 +79,14 @@ export const billingSettings = defineSettings({
       'client certificate for mTLS to the billing service (with `HERALD_BILLING_KEY_PATH`)',
     ),
     HERALD_BILLING_KEY_PATH: d(filePath.optional(), "the client certificate's key"),
+    HERALD_SMS_CHARGE_RETRY_SECONDS: d(
+      positiveInt.max(86_400).default(30),
+      'a CSV campaign whose charge billing could not answer (its upload CHARGING, the campaign BUILDING) is charged again with the same `campaign:{id}` key after this long',
+    ),
+    HERALD_SMS_CHARGE_GIVE_UP_MINUTES: d(
+      positiveInt.max(10_080).default(60),
+      '…until this long after the build saved its last recipient; then the charge is reversed by its key and the campaign FAILED (the upload says why)',
+    ),
   },
   secretVariables: ['HERALD_BILLING_TOKEN'],
   secrets: (e) => (e.HERALD_BILLING_TOKEN ? [e.HERALD_BILLING_TOKEN] : []),
@@ -82,10 +95,14 @@ export const billingSettings = defineSettings({
       ? ['HERALD_BILLING_TOKEN is sent over a plain http:// HERALD_BILLING_URL (use https://)']
       : [],
   map(e): BillingSettings {
+    const common = {
+      chargeRetryMs: e.HERALD_SMS_CHARGE_RETRY_SECONDS * 1000,
+      chargeGiveUpMs: e.HERALD_SMS_CHARGE_GIVE_UP_MINUTES * 60_000,
+    };
     if (e.HERALD_BILLING === 'ledger') {
       const set = HTTP_ONLY.find((name) => e[name] !== undefined);
       if (set) throw new ConfigError(set, 'needs HERALD_BILLING=http (it is ledger)');
-      return { mode: 'ledger', http: undefined };
+      return { mode: 'ledger', http: undefined, ...common };
     }
     if (e.HERALD_BILLING_URL === undefined) {
       throw new ConfigError('HERALD_BILLING_URL', 'is required by HERALD_BILLING=http');
@@ -129,6 +146,7 @@ export const billingSettings = defineSettings({
             }
           : undefined,
       },
+      ...common,
     };
   },
 });

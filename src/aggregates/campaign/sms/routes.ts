@@ -96,7 +96,11 @@ const previewView = z
 const uploadView = z
   .object({
     id: z.uuid(),
-    status: z.enum(['PENDING', 'IN_PROGRESS', 'DONE', 'FAILED']),
+    status: z
+      .enum(['PENDING', 'IN_PROGRESS', 'CHARGING', 'DONE', 'FAILED'])
+      .describe(
+        'CHARGING: every row saved, the charge unanswered by billing and retried with its key (`error` says why)',
+      ),
     fileName: z.string().nullable(),
     sizeBytes: z.number().int(),
     sha256: z.string(),
