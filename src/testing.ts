@@ -1,9 +1,16 @@
 /**
  * `herald/testing` (dist/testing.js): the suites Herald's own tests run, for a library user's slices
- * and adapters — given/when/then for deciders, the consumer-toolkit contract over a transport, the
+ * and adapters — given/when/then for deciders, the billing port's contract over an implementation, the
+ * consumer-toolkit contract over a transport, the
  * message-sink contract, the fenced-handler contract over a claimed aggregate, and `waitFor` (waiting
  * on a condition with a deadline, never a sleep). Needs vitest (a peer dependency).
  */
+export {
+  type BillingContractFixture,
+  type BillingContractHarness,
+  type ContractLedgerEntry,
+  describeBillingContract,
+} from './testing/billing-contract.js';
 export {
   type ContractConsumerOptions,
   type ContractDatabase,

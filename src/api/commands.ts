@@ -101,7 +101,8 @@ export class RequestCommands<Svc = unknown> {
   }
 
   private handlerDeps(db: Database, wakeups: WakeupSignal) {
-    return { db, wakeups, pod: this.deps.config.pod, wakeHorizonMs: this.deps.config.scanner.pollMs };
+    const { config } = this.deps;
+    return { db, wakeups, pod: config.pod, wakeHorizonMs: config.scanner.pollMs, config };
   }
 
   private services(db: Database, handler: CommandHandler): Services<Svc> {

@@ -11,13 +11,19 @@ import {
   completeIdempotencyKey,
   releaseIdempotencyKey,
   reserveIdempotencyKey,
+  resumeIdempotencyKey,
+  suspendIdempotencyKey,
 } from '../adapters/postgres/idempotency-queries.js';
 import { IdempotencyKeyError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Database, SqlClient } from '../ports/database.js';
+import { RETRY_AFTER_SECONDS } from './problem.js';
 
-/** Seed 003: a client retrying while the first request is in progress is told to come back in 2 s. */
-export const IN_PROGRESS_RETRY_AFTER_SECONDS = 2;
+/**
+ * Seed 003: a client retrying while the first request is in progress is told to come back in 2 s — the
+ * API's one Retry-After (src/api/problem.ts), under the name this module has always exported.
+ */
+export const IN_PROGRESS_RETRY_AFTER_SECONDS = RETRY_AFTER_SECONDS;
 
 /** An Idempotency-Key with its scope and the fingerprint of the request it was sent with. */
 export interface RequestKey {
@@ -57,6 +63,20 @@ export function withFingerprintOf(key: RequestKey, extra: string): RequestKey {
   };
 }
 
+/**
+ * Thrown by an operation run `aroundReservation` that failed in a way the same request may finish later
+ * (ADR 0023: the charge billing did not answer): the key stays reserved with `token`, and a retry with the
+ * same key and request resumes the operation with it; `failure` is what the caller is told now.
+ */
+export class SuspendedOperation extends Error {
+  constructor(
+    readonly token: unknown,
+    readonly failure: unknown,
+  ) {
+    super('operation suspended');
+  }
+}
+
 export class IdempotencyKeys {
   /** `ttlMs`: how long a completed key is remembered (HERALD_IDEMPOTENCY_TTL_HOURS). */
   constructor(private readonly ttlMs: number) {}
@@ -67,28 +87,56 @@ export class IdempotencyKeys {
    * IDEMPOTENCY_KEY_REUSED when it was used for a different request.
    */
   async reserve<T>(tx: SqlClient, key: RequestKey): Promise<{ stored: T } | null> {
+    const outcome = await this.reserveOrResume<T>(tx, key, { resumable: false });
+    return outcome.kind === 'replay' ? { stored: outcome.stored } : null;
+  }
+
+  /**
+   * `reserve`, and with `resumable` a suspended key (SuspendedOperation) is taken over by this request
+   * when it is the same request: its token is returned to resume the operation with.
+   */
+  async reserveOrResume<T>(
+    tx: SqlClient,
+    key: RequestKey,
+    options: { resumable: boolean },
+  ): Promise<{ kind: 'reserved' } | { kind: 'replay'; stored: T } | { kind: 'resume'; token: unknown }> {
     const reservation = await reserveIdempotencyKey(tx, {
       scope: key.scope,
       key: key.key,
       requestHash: key.fingerprint,
       ttlMs: this.ttlMs,
     });
-    if (reservation.kind === 'reserved') return null;
-    if (reservation.kind === 'in-flight' || reservation.state !== 'completed') {
-      throw new IdempotencyKeyError(
+    if (reservation.kind === 'reserved') return { kind: 'reserved' };
+    const inUse = () =>
+      new IdempotencyKeyError(
         'IDEMPOTENCY_KEY_IN_USE',
         'a request with this Idempotency-Key is still in progress; retry later',
         { retryAfterSeconds: IN_PROGRESS_RETRY_AFTER_SECONDS },
       );
-    }
-    if (reservation.requestHash !== key.fingerprint) {
-      throw new IdempotencyKeyError(
+    const reused = () =>
+      new IdempotencyKeyError(
         'IDEMPOTENCY_KEY_REUSED',
         'this Idempotency-Key was used for a different request (method, route, parameters or body)',
         { field: 'Idempotency-Key' },
       );
+    if (reservation.kind === 'in-flight') throw inUse();
+    if (reservation.state !== 'completed') {
+      const suspended =
+        typeof reservation.response === 'object' &&
+        reservation.response !== null &&
+        'resume' in reservation.response;
+      if (!suspended || !options.resumable) throw inUse();
+      if (reservation.requestHash !== key.fingerprint) throw reused();
+      const token = await resumeIdempotencyKey(tx, {
+        scope: key.scope,
+        key: key.key,
+        requestHash: key.fingerprint,
+      });
+      if (token === null) throw inUse();
+      return { kind: 'resume', token };
     }
-    return { stored: reservation.response as T };
+    if (reservation.requestHash !== key.fingerprint) throw reused();
+    return { kind: 'replay', stored: reservation.response as T };
   }
 
   /** Stores the result of the request that reserved the key (in the transaction of its last write). */
@@ -104,27 +152,45 @@ export class IdempotencyKeys {
   /**
    * Reserve now, complete later: reserves `key` (if any) in a transaction of its own and replays a
    * stored result; otherwise runs `operation`, which completes the key in its last transaction, and
-   * releases the key when it throws (best effort: a key left reserved expires on its own).
+   * releases the key when it throws (best effort: a key left reserved expires on its own). An operation
+   * that throws SuspendedOperation keeps the key reserved with its token instead, and the next request
+   * with the same key and request gets that token (`operation(token)`) to resume with.
    */
   async aroundReservation<T>(
     db: Database,
     key: RequestKey | undefined,
     logger: Logger,
-    operation: () => Promise<T>,
+    operation: (resume: unknown | undefined) => Promise<T>,
   ): Promise<Replayable<T>> {
+    let resume: unknown;
     if (key) {
-      const replay = await db.transaction((tx) => this.reserve<T>(tx, key));
-      if (replay) return { body: replay.stored, replayed: true };
+      const reserved = await db.transaction((tx) => this.reserveOrResume<T>(tx, key, { resumable: true }));
+      if (reserved.kind === 'replay') return { body: reserved.stored, replayed: true };
+      if (reserved.kind === 'resume') resume = reserved.token;
     }
     try {
-      return { body: await operation(), replayed: false };
+      return { body: await operation(resume), replayed: false };
     } catch (error) {
-      if (key) {
-        await this.release(db, key).catch((releaseError: unknown) =>
-          logger.error({ err: releaseError }, 'could not release an idempotency key; it expires on its own'),
-        );
+      if (key && error instanceof SuspendedOperation) {
+        const kept = await suspendIdempotencyKey(db, {
+          scope: key.scope,
+          key: key.key,
+          token: error.token,
+        }).catch((suspendError: unknown) => {
+          logger.error({ err: suspendError }, 'could not keep an idempotency key for a retry; releasing it');
+          return false;
+        });
+        if (!kept) await this.releaseQuietly(db, key, logger);
+        throw error.failure;
       }
-      throw error;
+      if (key) await this.releaseQuietly(db, key, logger);
+      throw error instanceof SuspendedOperation ? error.failure : error;
     }
+  }
+
+  private async releaseQuietly(db: Database, key: RequestKey, logger: Logger): Promise<void> {
+    await this.release(db, key).catch((releaseError: unknown) =>
+      logger.error({ err: releaseError }, 'could not release an idempotency key; it expires on its own'),
+    );
   }
 }

@@ -10,6 +10,21 @@ import { HeraldError, type HeraldErrorCode } from '../errors.js';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
+/**
+ * The API's one Retry-After, in seconds (seed 003's 2): every answer that asks the client to come back —
+ * 409 while a request with the same Idempotency-Key is in flight, 502 when billing did not answer (the
+ * campaign unchanged, retryable with the same key), 503 when a dependency is down — says this.
+ */
+export const RETRY_AFTER_SECONDS = 2;
+
+/** Statuses a client should retry after RETRY_AFTER_SECONDS (with the same Idempotency-Key). */
+function retryAfterOf(error: HeraldError, status: number): Record<string, string> | undefined {
+  if (error.code === 'IDEMPOTENCY_KEY_IN_USE' || status === 502 || status === 503) {
+    return { 'retry-after': String(RETRY_AFTER_SECONDS) };
+  }
+  return undefined;
+}
+
 /** The one table: Herald error code → HTTP status. */
 export const STATUS_BY_CODE: Readonly<Record<HeraldErrorCode, number>> = {
   VALIDATION_FAILED: 422,
@@ -148,13 +163,11 @@ export function problemFor(error: unknown, context: { requestId: string; instanc
     const currentStatus =
       status === 409 && typeof error.details.status === 'string' ? error.details.status : undefined;
     const errors = status === 422 || status === 400 ? heraldFieldErrors(error) : undefined;
+    const headers = retryAfterOf(error, status);
     return {
       status,
       fault: status >= 500,
-      ...(error.code === 'IDEMPOTENCY_KEY_IN_USE'
-        ? { headers: { 'retry-after': String(error.details.retryAfterSeconds ?? 1) } }
-        : {}),
-      ...(status === 503 ? { headers: { 'retry-after': '5' } } : {}),
+      ...(headers ? { headers } : {}),
       problem: {
         type: `urn:herald:problem:${error.code.toLowerCase().replaceAll('_', '-')}`,
         title: TITLES[status] ?? 'Error',

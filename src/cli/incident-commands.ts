@@ -70,7 +70,9 @@ function printChain(command: CommandTrace, replay: StreamReplay): void {
   out(`  command  tx ${command.tx} at ${time(command.recordedAt)}: ${who.join(', ') || '(no metadata)'}`);
   for (const version of command.versions) {
     const event = replay.events.find((e) => e.version === version)!;
-    out(`    event    v${version} ${event.type} (position ${event.position})${refsText(externalRefs(event.data))}`);
+    out(
+      `    event    v${version} ${event.type} (position ${event.position})${refsText(externalRefs(event.data))}`,
+    );
   }
   for (const message of command.messages) {
     const outbox = message.outbox

@@ -73,8 +73,8 @@ export function servicesOn<Services>(
   const { config } = context;
   const handler = new CommandHandler(
     options.wakeups
-      ? { db, pod: config.pod, wakeups: options.wakeups, wakeHorizonMs: config.scanner.pollMs }
-      : { db, pod: config.pod },
+      ? { db, pod: config.pod, wakeups: options.wakeups, wakeHorizonMs: config.scanner.pollMs, config }
+      : { db, pod: config.pod, config },
   );
   return context.registry.services({ db, handler, config, logger: context.logger }) as Services;
 }

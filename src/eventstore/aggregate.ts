@@ -9,6 +9,7 @@
 import type { Decider, DomainEvent } from '../domain/decider.js';
 import type { OutboxMessageSpec } from '../outbox/outbox-writer.js';
 import type { StateStore, StateTableMapping } from '../ports/state-store.js';
+import type { HeraldConfig } from '../settings/core.js';
 
 /** A stream loaded (and locked) by a sweep query, ready for a batch of commands. */
 export interface LoadedStream<State> {
@@ -23,6 +24,12 @@ export interface MessageContext<State, Event> {
   /** The state right after the event. */
   state: State;
   version: number;
+  /**
+   * The configuration of the process writing the event (its command handler's), for messages whose
+   * destination is a deployment setting (e.g. `HERALD_SMS_SINK`); undefined for a handler built without
+   * one (tests, library callers), which then get the setting's default.
+   */
+  config?: HeraldConfig | undefined;
 }
 
 /** What the command handler needs: one transaction per transition (invariant 1). */

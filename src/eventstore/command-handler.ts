@@ -17,6 +17,7 @@ import type { Database, SqlClient } from '../ports/database.js';
 import type { AppendedEvent, EventMeta } from '../ports/events.js';
 import type { NewOutboxMessage } from '../ports/outbox.js';
 import { channels, type WakeupSignal } from '../ports/wakeups.js';
+import type { HeraldConfig } from '../settings/core.js';
 import { type Aggregate, type LoadedStream, organizationOf } from './aggregate.js';
 
 export interface BatchResult<State, Event> {
@@ -54,6 +55,8 @@ export interface CommandHandlerDeps {
    * (config.scanner.pollMs). Default 30 s, the default poll.
    */
   wakeHorizonMs?: number;
+  /** The process's configuration, given to the descriptors' `messagesFor` (configured destinations). */
+  config?: HeraldConfig;
 }
 
 const NOW = 'select now() as now';
@@ -192,7 +195,13 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
     for (const [index, event] of events.entries()) {
       state = decider.evolve(state, event);
       const specs =
-        this.aggregate.messagesFor?.({ streamId, event, state, version: version + index + 1 }) ?? [];
+        this.aggregate.messagesFor?.({
+          streamId,
+          event,
+          state,
+          version: version + index + 1,
+          config: this.deps.config,
+        }) ?? [];
       const origin = {
         eventPosition: appended[index]!.position,
         eventType: event.type,
@@ -266,7 +275,13 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
         state = decider.evolve(state, event);
         const version = stream.version + index + 1;
         const specs =
-          this.aggregate.messagesFor?.({ streamId: stream.streamId, event, state, version }) ?? [];
+          this.aggregate.messagesFor?.({
+            streamId: stream.streamId,
+            event,
+            state,
+            version,
+            config: this.deps.config,
+          }) ?? [];
         const origin = {
           eventPosition: mine[index]!.position,
           eventType: event.type,

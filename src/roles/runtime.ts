@@ -44,6 +44,7 @@ export function createRuntime<Config extends HeraldConfig>(
     wakeups: notifier,
     pod: config.pod,
     wakeHorizonMs: config.scanner.pollMs,
+    config,
   });
   return {
     config,

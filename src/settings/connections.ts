@@ -101,7 +101,8 @@ function readable(path: string): boolean {
   }
 }
 
-const filePath = z.string().superRefine((path, context) => {
+/** A path to a readable file (checked when the configuration is loaded; read when a client is built). */
+export const filePath = z.string().superRefine((path, context) => {
   if (!readable(path)) context.addIssue({ code: 'custom', message: `cannot read ${path}` });
 });
 

@@ -6,6 +6,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RETRY_AFTER_SECONDS } from '../../src/api/problem.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { type ApiFixture, expectProblem, lineCampaignBody, startTestApi } from './support/api.js';
 
@@ -65,7 +66,7 @@ describe('the database away', () => {
     try {
       const r = await away.request('GET', '/v1/campaigns', { key: `hk_00000000_${'A'.repeat(43)}` });
       expectProblem(r, 503);
-      expect(r.headers.get('retry-after')).toBe('5');
+      expect(r.headers.get('retry-after')).toBe(String(RETRY_AFTER_SECONDS));
       expect(r.body.code).toBe('DATABASE_UNAVAILABLE');
       const ready = await away.request('GET', '/readyz');
       expect(ready.status).toBe(503);

@@ -50,7 +50,18 @@ const GENERIC = [
   'settings',
   'worker',
 ];
-const DRIVERS = ['pg', 'pg-listen', 'amqplib', 'kafkajs', 'ioredis', 'undici', 'nodemailer', 'smtp-server', '@line/bot-sdk', 'smpp'];
+const DRIVERS = [
+  'pg',
+  'pg-listen',
+  'amqplib',
+  'kafkajs',
+  'ioredis',
+  'undici',
+  'nodemailer',
+  'smtp-server',
+  '@line/bot-sdk',
+  'smpp',
+];
 /** Files that name Herald's own registry: the package entries, the CLI entry, the demo, the config. */
 const COMPOSITION_ROOTS = ['config.ts', 'main.ts', 'demo.ts', 'index.ts', 'api.ts', 'testing.ts'];
 

@@ -7,6 +7,7 @@
  * decider itself.
  */
 import { describe, expect, it } from 'vitest';
+import { LINE_RETRY_KEY_SAFE_MS, type LineMessage, lineRetryKey } from '../../src/domain/campaign/line.js';
 import {
   type CampaignCommand,
   type CampaignEvent,
@@ -15,7 +16,6 @@ import {
   campaignDecider,
   parseCampaignEvent,
 } from '../../src/domain/campaign.js';
-import { LINE_RETRY_KEY_SAFE_MS, type LineMessage, lineRetryKey } from '../../src/domain/campaign/line.js';
 import { fold } from '../../src/domain/decider.js';
 import { IllegalStateError, ValidationError } from '../../src/errors.js';
 import { specFor } from '../../src/testing/given-when-then.js';

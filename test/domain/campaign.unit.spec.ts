@@ -4,6 +4,7 @@
  * (invariant 8). Histories are produced by the decider itself (`historyFor`), never forged.
  */
 import { describe, expect, it } from 'vitest';
+import { EMPTY_LINE_PROGRESS } from '../../src/domain/campaign/line.js';
 import {
   CAMPAIGN_COMMAND_TYPES,
   CAMPAIGN_EVENT_TYPES,
@@ -25,7 +26,6 @@ import {
   withdrawable,
   withdrawalKey,
 } from '../../src/domain/campaign.js';
-import { EMPTY_LINE_PROGRESS, lineRetryKey } from '../../src/domain/campaign/line.js';
 import { fold } from '../../src/domain/decider.js';
 import { IllegalStateError, ValidationError } from '../../src/errors.js';
 import { specFor } from '../../src/testing/given-when-then.js';

@@ -362,7 +362,12 @@ describe('LINE delivery: storms, secrets, edits and resends', () => {
     // The storm runs on an injected clock shared by the LINE test server, the rate limiter and the
     // throttle waits: 30 s of refusals pass in a moment, and the server's rate windows see the same time.
     let now = Date.now();
-    const clock = { now: () => now, sleep: async (ms: number) => void (now += ms) };
+    const clock = {
+      now: () => now,
+      sleep: async (ms: number) => {
+        now += ms;
+      },
+    };
     const storm = await startTestLineSimulator({ now: clock.now });
     try {
       storm.addChannel({ channelId: world.channelId, tokens: [world.token], rateLimits: { multicast: 10 } });
@@ -401,7 +406,12 @@ describe('LINE delivery: storms, secrets, edits and resends', () => {
 
   it('a channel whose next slot is beyond the throttle cap gives the message back, sending nothing, instead of holding its transaction', async () => {
     let now = Date.now();
-    const clock = { now: () => now, sleep: async (ms: number) => void (now += ms) };
+    const clock = {
+      now: () => now,
+      sleep: async (ms: number) => {
+        now += ms;
+      },
+    };
     // LINE's 60 broadcasts per hour: one slot a minute; the throttle cap is 5 s.
     const handle = deliveryHandler({ clock, limits: { broadcastPerHour: 60 }, maxThrottleWaitMs: 5_000 });
     const first = await dispatching({ castType: 'broadcast', audienceId: null, name: 'first' });

@@ -8,8 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { campaignRegistration } from '../../src/aggregates/campaign/index.js';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
 import { loadConfig } from '../../src/config.js';
-import { CAMPAIGN_OPERATIONS, type ExistingCampaign } from '../../src/domain/campaign.js';
 import { EMPTY_LINE_PROGRESS, newLineFacts } from '../../src/domain/campaign/line.js';
+import { CAMPAIGN_OPERATIONS, type ExistingCampaign } from '../../src/domain/campaign.js';
 import { availableOperations } from '../../src/domain/operations.js';
 import { ValidationError } from '../../src/errors.js';
 import type { CommandHandler } from '../../src/eventstore/command-handler.js';
@@ -116,7 +116,10 @@ describe("the campaign's operation catalogue", () => {
     availableOperations(CAMPAIGN_OPERATIONS, { ...base, ...over } as ExistingCampaign);
 
   it('offers cancel on a dispatching SMS campaign, not on a dispatching LINE one', () => {
-    expect(allowed({ status: 'DISPATCHING', channel: 'sms', sms: {}, line: null })).toEqual(['pause', 'cancel']);
+    expect(allowed({ status: 'DISPATCHING', channel: 'sms', sms: {}, line: null })).toEqual([
+      'pause',
+      'cancel',
+    ]);
     expect(allowed({ status: 'DISPATCHING' })).toEqual(['pause']);
   });
 

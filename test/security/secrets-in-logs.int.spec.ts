@@ -14,12 +14,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropDatabase, recreateDatabase } from '../../src/adapters/postgres/admin.js';
 import { createDatabase } from '../../src/adapters/postgres/database.js';
+import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
 import { loadConfig } from '../../src/config.js';
 import { REDACTED } from '../../src/logger.js';
 import type { Database } from '../../src/ports/database.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { seedOutbox } from '../outbox/support/fixtures.js';
-import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { type RunningHerald, spawnHerald } from '../support/cli.js';
 import {

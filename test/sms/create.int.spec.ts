@@ -2,7 +2,8 @@
  * Inline SMS campaign creation (seed 003's ten steps) on a real database: the frozen recipient rows, one
  * deduction with the stable key, QUEUED or SCHEDULED; every validation rule rejected naming its field
  * and rule with nothing written; preview writes nothing; idempotency (a retry charges once, concurrent
- * retries, a different body); a failed deduction reversed and the key released; an ambiguous outcome
+ * retries, a different body); a refused deduction reversed and the key released; an ambiguous outcome
+ * with an Idempotency-Key keeps the DRAFT for the retry (charged once, ADR 0023), without one it is
  * reversed by key; a reversal that cannot be made leaves the DRAFT for recovery.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,6 +11,7 @@ import { readStream } from '../../src/adapters/postgres/event-queries.js';
 import { countRecipientsByStatus, listRecipients } from '../../src/adapters/postgres/sms-queries.js';
 import { type BillingPort, PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
 import { SmsValidationError } from '../../src/domain/sms/campaign-request.js';
+import { formatUnits, toUnits } from '../../src/domain/sms/money.js';
 import {
   BillingUnavailableError,
   ConflictError,
@@ -441,16 +443,46 @@ describe('billing failures', () => {
     expect(retried).toMatchObject({ replayed: false, body: { status: 'QUEUED' } });
   });
 
-  it('an ambiguous outcome (applied, answer lost): reversed by the same key, FAILED, 502, balance restored', async () => {
+  it('an ambiguous outcome (applied, answer lost) with an Idempotency-Key: 502, the DRAFT kept; the retry charges the same key once (ADR 0023)', async () => {
     const org = 'org-ambiguous';
     await ledger.credit({ organizationId: org, key: 'top-up', amount: '100' });
     const { service } = smsService(t, { billing: faultyBilling({ applyThenLose: true }) });
-    const error = await errorOf(
-      service.create(inlineRequest(), {
-        organizationId: org,
-        idempotency: idempotency('amb-1', inlineRequest()),
-      }),
+    const options = { organizationId: org, idempotency: idempotency('amb-1', inlineRequest()) };
+    const error = await errorOf(service.create(inlineRequest(), options));
+    expect(error).toBeInstanceOf(BillingUnavailableError);
+    const { rows } = await t.db.query<{ id: string; status: string }>(
+      `select id::text, status from campaign where organization_id = $1`,
+      [org],
     );
+    expect(rows.map((r) => r.status)).toEqual(['DRAFT']);
+    const entries = async () =>
+      (
+        await t.db.query<{ kind: string; key: string; amount: string }>(
+          `select kind, key, amount::text from billing_entry where organization_id = $1 and kind <> 'credit' order by id`,
+          [org],
+        )
+      ).rows;
+    expect((await entries()).map((e) => [e.kind, e.key])).toEqual([['deduction', `campaign:${rows[0]!.id}`]]);
+    // The key is kept (suspended) for the retry, not released.
+    const { rows: keys } = await t.db.query(
+      `select state, response from idempotency_key where key = 'amb-1'`,
+    );
+    expect(keys).toEqual([{ state: 'in_progress', response: { resume: { campaignId: rows[0]!.id } } }]);
+
+    // Billing answers again: the retry resumes the same campaign, answered the first deduction.
+    const retried = await smsService(t).service.create(inlineRequest(), options);
+    expect(retried.body).toMatchObject({ campaignId: rows[0]!.id, status: 'QUEUED' });
+    expect((await entries()).map((e) => [e.kind, e.key])).toEqual([['deduction', `campaign:${rows[0]!.id}`]]);
+    expect((await ledger.totals(org))!.balance).toBe(
+      formatUnits(toUnits('100') - toUnits(retried.body.sms!.totalCost)),
+    );
+  });
+
+  it('an ambiguous outcome without an Idempotency-Key: reversed by the same key, FAILED, 502, balance restored', async () => {
+    const org = 'org-ambiguous-nokey';
+    await ledger.credit({ organizationId: org, key: 'top-up', amount: '100' });
+    const { service } = smsService(t, { billing: faultyBilling({ applyThenLose: true }) });
+    const error = await errorOf(service.create(inlineRequest(), { organizationId: org }));
     expect(error).toBeInstanceOf(BillingUnavailableError);
     const { rows } = await t.db.query<{ id: string; status: string }>(
       `select id::text, status from campaign where organization_id = $1`,
@@ -467,7 +499,6 @@ describe('billing failures', () => {
     ]);
     expect(entries[0]!.amount).toBe(entries[1]!.amount);
     expect((await ledger.totals(org))!.balance).toBe('100.0000');
-    expect((await t.db.query(`select 1 from idempotency_key where key = 'amb-1'`)).rowCount).toBe(0);
   });
 
   it('billing unreachable before applying: the reversal blocks a late deduction with the key', async () => {

@@ -53,13 +53,15 @@ export function deliveryFixture(
   t: TestDatabase,
   options: { env?: Record<string, string>; billing?: BillingPort; random?: () => number } = {},
 ) {
-  const settings: SmsSettings = t.config({ ...ALWAYS_OPEN, ...options.env }).sms;
+  const config = t.config({ ...ALWAYS_OPEN, ...options.env });
+  const settings: SmsSettings = config.sms;
   const { service, ledger } = smsService(t, {
     settings,
     ...(options.billing ? { billing: options.billing } : {}),
   });
   const billing = options.billing ?? ledger;
-  const handler = new CommandHandler({ db: t.db, pod: 'test' });
+  // The fixture's configuration reaches the descriptors' messages (the completion notice's sink).
+  const handler = new CommandHandler({ db: t.db, pod: 'test', config });
   const claim = campaignSweeper({ db: t.db, handler, logger: silentLogger, batchSize: 50 }).claim;
   const dispatch = smsDispatchSweeper({ db: t.db, handler, logger: silentLogger, settings });
   const rollup = smsRollupSweeper({

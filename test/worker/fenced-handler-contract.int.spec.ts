@@ -14,11 +14,11 @@ import { cronExecutor } from '../../src/aggregates/cron/executors.js';
 import { jobRunAggregate } from '../../src/aggregates/cron/run-descriptor.js';
 import { runExecution } from '../../src/aggregates/cron/run-execution.js';
 import { heraldRegistry } from '../../src/aggregates/registry.js';
-import { lineRetryKey } from '../../src/domain/campaign/line.js';
 import { scheduledActionAggregate } from '../../src/aggregates/scheduled-action/descriptor.js';
 import { actionFire } from '../../src/aggregates/scheduled-action/fire.js';
 import { defaultActionPorts } from '../../src/aggregates/scheduled-action/processing.js';
 import { ScheduledActionService } from '../../src/aggregates/scheduled-action/service.js';
+import { lineRetryKey } from '../../src/domain/campaign/line.js';
 import type { Database } from '../../src/ports/database.js';
 import {
   type ClaimPayload,

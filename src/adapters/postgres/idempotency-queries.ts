@@ -84,3 +84,50 @@ export const RELEASE_IDEMPOTENCY_KEY = `delete from idempotency_key where scope 
 export async function releaseIdempotencyKey(sql: SqlClient, scope: string, key: string): Promise<void> {
   await sql.query(RELEASE_IDEMPOTENCY_KEY, [scope, key]);
 }
+
+/**
+ * Suspends a key whose request failed in a way the same request may finish (ADR 0023: an SMS creation
+ * whose charge billing did not answer): it stays reserved, holding `token` (what the retry resumes), so a
+ * retry with the same key and request continues that operation instead of starting another.
+ */
+export const SUSPEND_IDEMPOTENCY_KEY = `
+  update idempotency_key set response = jsonb_build_object('resume', $3::jsonb)
+   where scope = $1 and key = $2 and state = 'in_progress'`;
+
+export async function suspendIdempotencyKey(
+  sql: SqlClient,
+  params: { scope: string; key: string; token: unknown },
+): Promise<boolean> {
+  const { rowCount } = await sql.query(SUSPEND_IDEMPOTENCY_KEY, [
+    params.scope,
+    params.key,
+    JSON.stringify(params.token),
+  ]);
+  return rowCount === 1;
+}
+
+/**
+ * Takes a suspended key over for the retry that resumes it (the same request): its token, or null when
+ * it is not suspended (any more), it expired, or it was reserved by another request. The row lock makes
+ * one of two concurrent retries the resumer; the other then finds the key in flight.
+ */
+export const RESUME_IDEMPOTENCY_KEY = `
+  update idempotency_key k set response = null
+    from (select scope, key, response -> 'resume' as token from idempotency_key
+           where scope = $1 and key = $2 and state = 'in_progress' and request_hash = $3
+             and response ? 'resume' and expires_at > now()
+           for update) s
+   where k.scope = s.scope and k.key = s.key
+  returning s.token`;
+
+export async function resumeIdempotencyKey(
+  sql: SqlClient,
+  params: { scope: string; key: string; requestHash: string },
+): Promise<unknown | null> {
+  const { rows } = await sql.query<{ token: unknown }>(RESUME_IDEMPOTENCY_KEY, [
+    params.scope,
+    params.key,
+    params.requestHash,
+  ]);
+  return rows[0]?.token ?? null;
+}

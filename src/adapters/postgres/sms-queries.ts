@@ -313,7 +313,8 @@ export interface UploadRow {
   id: string;
   campaignId: string;
   organizationId: string;
-  status: 'PENDING' | 'IN_PROGRESS' | 'DONE' | 'FAILED';
+  /** CHARGING: every recipient saved, the charge unanswered and retried with its key (ADR 0023). */
+  status: 'PENDING' | 'IN_PROGRESS' | 'CHARGING' | 'DONE' | 'FAILED';
   meta: Record<string, unknown>;
   fileName: string | null;
   sizeBytes: number;

@@ -12,6 +12,7 @@ import type { DemoApi, DemoContext, DemoStep } from '../../registry/demo.js';
 import { type LineSimulator, startLineSimulator } from './line/simulator/server.js';
 import { CampaignService } from './service.js';
 import type { CampaignConfig } from './settings.js';
+import { type BillingSimulator, startBillingSimulator } from './sms/billing-simulator.js';
 import { runSmsDemo } from './sms/demo.js';
 
 export const campaignDemo: DemoStep<CampaignConfig> = {
@@ -29,17 +30,33 @@ export const campaignDemo: DemoStep<CampaignConfig> = {
     // is given a demo rate.
     HERALD_LINE_BROADCAST_PER_HOUR: '3600',
   },
-  // The LINE test server (it validates every request against LINE's OpenAPI document), before the roles.
+  // The LINE test server (it validates every request against LINE's OpenAPI document) and the billing
+  // test server SMS campaigns are charged through (HERALD_BILLING=http with a bearer token; ADR 0023),
+  // before the roles. `HERALD_BILLING=ledger npm run demo` charges the PostgreSQL ledger instead.
   async setUp() {
     demoSimulator = await startLineSimulator({ host: '127.0.0.1', port: 0 });
     const simulator = demoSimulator;
+    const token = randomBytes(24).toString('base64url');
+    const billing =
+      process.env.HERALD_BILLING === 'ledger'
+        ? undefined
+        : await startBillingSimulator({ host: '127.0.0.1', port: 0, tokens: [token] });
+    demoBilling = billing;
     return {
-      env: { HERALD_LINE_API_BASE_URL: simulator.url },
-      close: () => simulator.close(),
+      env: {
+        HERALD_LINE_API_BASE_URL: simulator.url,
+        ...(billing
+          ? { HERALD_BILLING: 'http', HERALD_BILLING_URL: billing.url, HERALD_BILLING_TOKEN: token }
+          : {}),
+      },
+      async close() {
+        await simulator.close();
+        await billing?.close();
+      },
     };
   },
   async run(context) {
-    return (await runLineDemo(context)) && runSmsDemo(context);
+    return (await runLineDemo(context)) && runSmsDemo(context, demoBilling);
   },
 };
 
@@ -201,6 +218,7 @@ const DEMO_AUDIENCES = [1_200, 300, 100, 50];
 const demoUserId = (i: number) => `U${i.toString(16).padStart(32, '0')}`;
 const DEMO_FRIENDS = Array.from({ length: 25 }, (_, i) => demoUserId(900_000 + i));
 let demoSimulator: LineSimulator | undefined;
+let demoBilling: BillingSimulator | undefined;
 
 async function apiCall(api: DemoApi, method: string, path: string, body?: unknown): Promise<unknown> {
   const response = await fetch(`${api.url}${path}`, {

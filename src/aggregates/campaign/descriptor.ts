@@ -25,7 +25,7 @@ import type { ClaimedAggregate } from '../../eventstore/aggregate.js';
 import { HEADER } from '../../messaging/headers.js';
 import { derivedMessageId, type OutboxMessageSpec } from '../../outbox/outbox-writer.js';
 import type { StateStore } from '../../ports/state-store.js';
-import { completionNoticesFor } from './sms/completion-notice.js';
+import { completionNoticesFor, smsSinkOf } from './sms/completion-notice.js';
 import { LINE_DELIVERY_STREAM_TYPE } from './topology.js';
 
 /** The payload seed 000's LINE delivery workers consume, plus the fencing epoch. */
@@ -149,10 +149,11 @@ export const campaignAggregate: ClaimedAggregate<CampaignState, CampaignCommand,
   },
   decider: campaignDeciderWithDispatchPlans,
   store: campaignStore,
-  messagesFor: ({ event, state }) => [
+  messagesFor: ({ event, state, config }) => [
     ...dispatchMessagesFor(event, state),
-    // SMS part 2: a charged SMS campaign's final status is announced on the reporting topic.
-    ...completionNoticesFor(event, state),
+    // SMS part 2: a charged SMS campaign's final status is announced on the reporting topic, through the
+    // SMS sink the deployment configured (HERALD_SMS_SINK; Kafka by default).
+    ...completionNoticesFor(event, state, smsSinkOf(config)),
   ],
   dueAt: campaignDueAt,
   stateTable: campaignState.stateTable,

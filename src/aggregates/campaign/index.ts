@@ -25,7 +25,8 @@ import { campaignPorts } from './ports.js';
 import { type CampaignServices, campaignRoutes } from './routes.js';
 import { CampaignService } from './service.js';
 import { campaignSettings } from './settings.js';
-import { smsBuildSweeper } from './sms/build.js';
+import { billingSettings } from './sms/billing-settings.js';
+import { smsBuildSweeper, smsChargeRetrySweeper } from './sms/build.js';
 import { smsDispatchSweeper } from './sms/dispatch.js';
 import { SMS_GATEWAY_STREAM_TYPE } from './sms/gateway/reports.js';
 import { smsGatewaySettings } from './sms/gateway/settings.js';
@@ -49,7 +50,7 @@ import {
 
 export const campaignRegistration = defineAggregate({
   aggregate: campaignAggregate,
-  settings: [campaignSettings, smsSettings, smsGatewaySettings, lineSettings],
+  settings: [campaignSettings, smsSettings, smsGatewaySettings, billingSettings, lineSettings],
   ports: campaignPorts,
   sideStreams: [
     {
@@ -65,13 +66,14 @@ export const campaignRegistration = defineAggregate({
     },
   ],
   topology: {
-    // The SMS submit topic is also declared as a queue for deployments that send SMS over RabbitMQ
-    // (HERALD_SMS_SINK=amqp with the default topic name).
+    // The SMS submit and reporting topics are also declared as queues for deployments that send SMS over
+    // RabbitMQ (HERALD_SMS_SINK=amqp with the default topic name; completion notices follow the sink).
     // The DLR topic too: `herald sms-gateway` writes delivery reports through the outbox (ADR 0022).
     amqpQueues: [
       ...HERALD_QUEUES.filter((q) => q !== PROCESS_CAMPAIGN_QUEUE),
       SMS_SUBMIT_TOPIC,
       SMS_DLR_TOPIC,
+      SMS_REPORTING_TOPIC,
     ],
     // Completion notices (priority 5, reporting).
     kafkaTopics: [SMS_SUBMIT_TOPIC, SMS_DLR_TOPIC, SMS_REPORTING_TOPIC],
@@ -109,17 +111,31 @@ export const campaignRegistration = defineAggregate({
       ...smsRecoverySweepers(context),
     ];
   },
-  workerSweepers: ({ config, db, handler, logger, wakeups, ports }) => [
-    smsBuildSweeper({
-      db,
-      handler,
-      wakeups,
-      logger,
-      billing: ports.billing,
-      settings: config.sms,
-      owner: config.pod,
-    }),
-  ],
+  workerSweepers: ({ config, db, handler, logger, wakeups, ports }) => {
+    const charge = { retryMs: config.billing.chargeRetryMs, giveUpMs: config.billing.chargeGiveUpMs };
+    return [
+      smsBuildSweeper({
+        db,
+        handler,
+        wakeups,
+        logger,
+        billing: ports.billing,
+        settings: config.sms,
+        owner: config.pod,
+        charge,
+      }),
+      // A build whose charge billing did not answer: asked again with the same key (ADR 0023).
+      smsChargeRetrySweeper({
+        db,
+        handler,
+        wakeups,
+        logger,
+        billing: ports.billing,
+        settings: config.sms,
+        charge,
+      }),
+    ];
+  },
   consumers: (context) => [
     defineConsumer({
       consumer: LINE_DELIVERY_CONSUMER,
@@ -205,8 +221,11 @@ export {
   type BillingOperation,
   type BillingPort,
   type BillingReceipt,
+  type BillingRequestOptions,
+  configuredBilling,
   PostgresLedger,
 } from './sms/billing.js';
+export { type BillingSettings, billingSettings } from './sms/billing-settings.js';
 export { postgresSmsRouting, type SmsRoutingPort } from './sms/routing.js';
 export {
   type BulkCreated,

@@ -5,12 +5,12 @@
  * PostgreSQL ledger) and SMS routing (the organization's routing table). A library user replaces one
  * with `campaignRegistration.withPorts`.
  */
-import { lineMessagingApi, type LineMessagingPort } from '../../adapters/line/messaging-api.js';
+import { type LineMessagingPort, lineMessagingApi } from '../../adapters/line/messaging-api.js';
 import type { AggregateContext, PortContext } from '../../registry/module.js';
 import { LineDirectory } from './line/directory.js';
 import { LineRateLimiter } from './line/rate-limit.js';
 import type { CampaignConfig } from './settings.js';
-import { type BillingPort, PostgresLedger } from './sms/billing.js';
+import { type BillingPort, configuredBilling } from './sms/billing.js';
 import { postgresSmsRouting, type SmsRoutingPort } from './sms/routing.js';
 
 export interface CampaignPorts {
@@ -30,7 +30,8 @@ export const campaignPorts = {
     new LineDirectory({ db, settings: config.line, logger }),
   lineRateLimiter: ({ config }: PortContext<CampaignConfig>): LineRateLimiter =>
     new LineRateLimiter({ limits: config.line.rateLimits }),
-  billing: ({ db }: PortContext): BillingPort => new PostgresLedger(db),
+  billing: ({ config, db, logger }: PortContext<CampaignConfig>): BillingPort =>
+    configuredBilling(config.billing, db, logger),
   routing: (): SmsRoutingPort => postgresSmsRouting,
 };
 

@@ -15,6 +15,7 @@ import type { Services } from '../../api/commands.js';
 import { owned, principalOf, sendCommand } from '../../api/http.js';
 import type { RouteDeps } from '../../api/module.js';
 import {
+  chargeProblems,
   commandOn,
   commandProblems,
   commandRoutes,
@@ -217,10 +218,10 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> 
         tags: ['campaigns'],
         summary:
           'Create a campaign (and schedule it, given startAt); an SMS campaign with its recipients, charged',
-        description: `${IDEMPOTENCY_HEADER_DOC} SMS (\`channel: "sms"\`, seed 003): 1–5,000 recipients, validated, priced and charged once; 201 with the QUEUED or SCHEDULED campaign; 402 when the balance does not cover it, 502 when billing is unreachable, 409 with \`Retry-After: 2\` while the same Idempotency-Key is in progress.`,
+        description: `${IDEMPOTENCY_HEADER_DOC} SMS (\`channel: "sms"\`, seed 003): 1–5,000 recipients, validated, priced and charged once; 201 with the QUEUED or SCHEDULED campaign; 402 when the balance does not cover it; 502 with \`Retry-After: 2\` when billing did not answer (the campaign is kept: a retry with the same Idempotency-Key charges it once under its key); 409 with \`Retry-After: 2\` while the same Idempotency-Key is in progress.`,
         headers: idempotencyHeaders,
         body: createBody,
-        response: campaignResponse(201),
+        response: { 201: campaignView, ...chargeProblems },
       },
     },
     async (request, reply) => {

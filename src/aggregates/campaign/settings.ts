@@ -9,6 +9,7 @@ import type { HeraldConfig } from '../../settings/core.js';
 import { describeSetting as d, defineSettings, type SettingsOf } from '../../settings/fragment.js';
 import { positiveInt } from '../../settings/validators.js';
 import type { LineConfig } from './line/settings.js';
+import type { billingSettings } from './sms/billing-settings.js';
 import type { smsGatewaySettings } from './sms/gateway/settings.js';
 import type { smsSettings } from './sms/settings.js';
 
@@ -77,4 +78,5 @@ export type CampaignConfig = HeraldConfig &
   SettingsOf<typeof campaignSettings> &
   SettingsOf<typeof smsSettings> &
   SettingsOf<typeof smsGatewaySettings> &
+  SettingsOf<typeof billingSettings> &
   LineConfig;

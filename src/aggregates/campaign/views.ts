@@ -5,13 +5,13 @@
  */
 import { z } from 'zod';
 import { instant, json, operationsField, type SameKeys, sameKeys } from '../../api/views.js';
+import { lineFactsView } from '../../domain/campaign/line.js';
 import {
   CAMPAIGN_CHANNELS,
   CAMPAIGN_STATUSES,
   CAST_TYPES,
   PAUSABLE_CAMPAIGN_STATUSES,
 } from '../../domain/campaign/status.js';
-import { lineFactsView } from '../../domain/campaign/line.js';
 import { CAMPAIGN_OPERATIONS, type ExistingCampaign } from '../../domain/campaign.js';
 import { availableOperations } from '../../domain/operations.js';
 
@@ -38,7 +38,9 @@ const campaignFields = z.object({
   statusChangedAt: instant,
   // The SMS channel's facts (ADR 0014) keep the SMS domain's own shape.
   sms: json.nullable().describe('SMS campaigns: totals, charge, build attempts, progress; null for LINE'),
-  line: lineFactsView.nullable().describe('LINE campaigns: messages, delivery plan and progress; null for SMS'),
+  line: lineFactsView
+    .nullable()
+    .describe('LINE campaigns: messages, delivery plan and progress; null for SMS'),
 });
 sameKeys<SameKeys<ExistingCampaign, z.output<typeof campaignFields>>>(true);
 

@@ -17,6 +17,7 @@ import { plainJson, replayView, view } from '../views.js';
 const DESCRIPTIONS: Record<number, string> = {
   400: 'the request is malformed: field errors in `errors`',
   401: 'no valid API key',
+  402: 'the balance does not cover the charge: nothing was charged or changed',
   403: "the key's role does not allow this",
   404: 'no such resource in your organization',
   409: 'not allowed in the current status (`currentStatus`), a concurrent change, or the Idempotency-Key is in flight (Retry-After)',
@@ -24,6 +25,7 @@ const DESCRIPTIONS: Record<number, string> = {
   415: 'the body is not application/json',
   422: 'the request breaks a domain rule (field errors in `errors`), or the Idempotency-Key was used for another request',
   500: 'an internal fault (logged with the request id)',
+  502: 'billing did not answer (timeouts, connection errors, 5xx): nothing changed that a retry cannot finish; retry after `Retry-After` with the same Idempotency-Key, and the charge is made once under its stable key',
   503: 'a dependency (the database) is unavailable; retry later',
 };
 
@@ -39,6 +41,9 @@ const problemsFor = (statuses: readonly number[]) =>
 export const readProblems = problemsFor([400, 401, 403, 404, 500, 503]);
 /** Error responses of a command (body, state, Idempotency-Key). */
 export const commandProblems = problemsFor([400, 401, 403, 404, 409, 413, 415, 422, 500, 503]);
+
+/** Error responses of a command that charges through the billing port (SMS create, resend). */
+export const chargeProblems = problemsFor([400, 401, 402, 403, 404, 409, 413, 415, 422, 500, 502, 503]);
 
 /** The Idempotency-Key header, documented on every command. */
 export const IDEMPOTENCY_HEADER_DOC =

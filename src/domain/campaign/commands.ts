@@ -155,7 +155,9 @@ const lineCallFailure = z.strictObject({
   status: z.number().int().nullable(),
   requestId: z.string().nullable(),
   message: text(2000),
-  details: z.array(z.strictObject({ message: z.string().optional(), property: z.string().optional() })).optional(),
+  details: z
+    .array(z.strictObject({ message: z.string().optional(), property: z.string().optional() }))
+    .optional(),
   retryAfterMs: z.number().int().nonnegative().nullable().optional(),
 });
 
@@ -239,7 +241,6 @@ const failCampaign = z.strictObject({
   /** SMS DRAFT/BUILDING: the saved recipients are deleted in the same transaction (counters back to 0). */
   clearRecipients: z.literal(true).optional(),
 });
-
 
 /**
  * A CSV build worker claims a BUILDING campaign's build (seed 003's CampaignBuildWorker): a new attempt,

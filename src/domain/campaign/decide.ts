@@ -655,7 +655,9 @@ function lineDeliveryEvents(
   }
   const retryKey = lineRetryKey(s.campaignId, plan.epoch, step.chunk);
   if (step.type === 'failed') {
-    return [{ type: 'LineCallFailed', data: { epoch, chunk: step.chunk, retryKey, ...step.failure, at: now } }];
+    return [
+      { type: 'LineCallFailed', data: { epoch, chunk: step.chunk, retryKey, ...step.failure, at: now } },
+    ];
   }
   if (multicast === (step.recipients === null) || multicast === (step.cursor === null)) {
     throw new ValidationError(
@@ -663,7 +665,14 @@ function lineDeliveryEvents(
       { command: c.type, field: 'step.recipients' },
     );
   }
-  const chunk = { epoch, chunk: step.chunk, retryKey, recipients: step.recipients, cursor: step.cursor, at: now };
+  const chunk = {
+    epoch,
+    chunk: step.chunk,
+    retryKey,
+    recipients: step.recipients,
+    cursor: step.cursor,
+    at: now,
+  };
   if (step.type === 'unconfirmed') {
     if (!nextChunkKeyExpired(s.line, new Date(now))) {
       throw illegal(c, s, `chunk ${step.chunk}'s retry key is still valid: it is re-sent, not given up`);

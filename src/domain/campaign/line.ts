@@ -40,43 +40,50 @@ export type LineAction = z.infer<typeof action>;
 
 /** Flex components (the subset Herald's editor writes; LINE's OpenAPI validates the rest at the test server). */
 export type LineFlexComponent =
-  | { type: 'box'; layout: 'horizontal' | 'vertical' | 'baseline'; contents: LineFlexComponent[]; spacing?: string }
+  | {
+      type: 'box';
+      layout: 'horizontal' | 'vertical' | 'baseline';
+      contents: LineFlexComponent[];
+      spacing?: string;
+    }
   | { type: 'text'; text: string; size?: string; weight?: 'regular' | 'bold'; wrap?: boolean; color?: string }
   | { type: 'image'; url: string; size?: string; aspectRatio?: string; aspectMode?: 'fit' | 'cover' }
   | { type: 'button'; action: LineAction; style?: 'primary' | 'secondary' | 'link' }
   | { type: 'separator' };
 
-const flexComponent: z.ZodType<LineFlexComponent> = z.lazy(() =>
-  z.discriminatedUnion('type', [
-    z.strictObject({
-      type: z.literal('box'),
-      layout: z.enum(['horizontal', 'vertical', 'baseline']),
-      contents: z.array(flexComponent),
-      spacing: z.string().optional(),
-    }),
-    z.strictObject({
-      type: z.literal('text'),
-      text: z.string().min(1),
-      size: z.string().optional(),
-      weight: z.enum(['regular', 'bold']).optional(),
-      wrap: z.boolean().optional(),
-      color: z.string().optional(),
-    }),
-    z.strictObject({
-      type: z.literal('image'),
-      url: https,
-      size: z.string().optional(),
-      aspectRatio: z.string().optional(),
-      aspectMode: z.enum(['fit', 'cover']).optional(),
-    }),
-    z.strictObject({
-      type: z.literal('button'),
-      action,
-      style: z.enum(['primary', 'secondary', 'link']).optional(),
-    }),
-    z.strictObject({ type: z.literal('separator') }),
-  ]),
-).meta({ id: 'LineFlexComponent' });
+const flexComponent: z.ZodType<LineFlexComponent> = z
+  .lazy(() =>
+    z.discriminatedUnion('type', [
+      z.strictObject({
+        type: z.literal('box'),
+        layout: z.enum(['horizontal', 'vertical', 'baseline']),
+        contents: z.array(flexComponent),
+        spacing: z.string().optional(),
+      }),
+      z.strictObject({
+        type: z.literal('text'),
+        text: z.string().min(1),
+        size: z.string().optional(),
+        weight: z.enum(['regular', 'bold']).optional(),
+        wrap: z.boolean().optional(),
+        color: z.string().optional(),
+      }),
+      z.strictObject({
+        type: z.literal('image'),
+        url: https,
+        size: z.string().optional(),
+        aspectRatio: z.string().optional(),
+        aspectMode: z.enum(['fit', 'cover']).optional(),
+      }),
+      z.strictObject({
+        type: z.literal('button'),
+        action,
+        style: z.enum(['primary', 'secondary', 'link']).optional(),
+      }),
+      z.strictObject({ type: z.literal('separator') }),
+    ]),
+  )
+  .meta({ id: 'LineFlexComponent' });
 
 const box = z.strictObject({
   type: z.literal('box'),
@@ -211,7 +218,12 @@ export interface LineProgress {
   readonly inDoubtSince: string | null;
   readonly lastRequestId: string | null;
   /** The last refusal (LINE's status, message and details), kept for the operator. */
-  readonly lastError: { status: number | null; kind: string; message: string; requestId: string | null } | null;
+  readonly lastError: {
+    status: number | null;
+    kind: string;
+    message: string;
+    requestId: string | null;
+  } | null;
 }
 
 export interface LineCampaignFacts {
@@ -264,6 +276,8 @@ export function nextChunkKeyExpired(facts: LineCampaignFacts, now: Date): boolea
 /** A short, human text of a message list (CLI and dashboard summaries). */
 export function describeLineContent(messages: readonly LineMessage[]): string {
   return messages
-    .map((m) => (m.type === 'text' ? `text "${m.text.length > 40 ? `${m.text.slice(0, 39)}…` : m.text}"` : m.type))
+    .map((m) =>
+      m.type === 'text' ? `text "${m.text.length > 40 ? `${m.text.slice(0, 39)}…` : m.text}"` : m.type,
+    )
     .join(', ');
 }

@@ -6,6 +6,8 @@
  * `PostgresLedger`, the default, keeps balance = credits − deductions + refunds, applies no key twice,
  * and refuses a late deduction under a key already reversed. ADR 0014 (also the HTTP shape), ADR 0019.
  */
+
+import { HttpBillingClient } from '../../../adapters/http/billing-client.js';
 import {
   applyEntry,
   findEntry,
@@ -23,36 +25,17 @@ import {
   InsufficientBalanceError,
   ValidationError,
 } from '../../../errors.js';
+import type { Logger } from '../../../logger.js';
+import type { BillingOperation, BillingPort, BillingReceipt } from '../../../ports/billing.js';
 import type { Database, SqlClient } from '../../../ports/database.js';
+import type { BillingSettings, HttpBillingSettings } from './billing-settings.js';
 
-export interface BillingOperation {
-  organizationId: string;
-  key: string;
-  /** A money string ("12.3500"). */
-  amount: string;
-  reason?: string;
-}
-
-export interface BillingReceipt {
-  key: string;
-  kind: 'credit' | 'deduction' | 'refund';
-  amount: string;
-  balanceAfter: string;
-  /** False when the key had been applied before: this is the first application's result. */
-  applied: boolean;
-  /** A reversal of a deduction that never happened (nothing moved). */
-  reversedUnapplied: boolean;
-  at: string;
-}
-
-export interface BillingPort {
-  /** Charges `amount` under `key` once. */
-  deduct(operation: BillingOperation): Promise<BillingReceipt>;
-  /** Refunds `amount` under `key` once (part 2: failed recipients). */
-  refund(operation: BillingOperation): Promise<BillingReceipt>;
-  /** Undoes the deduction with `key` (its whole amount) once; safe whether or not it was applied. */
-  reverse(organizationId: string, key: string, reason: string): Promise<BillingReceipt>;
-}
+export type {
+  BillingOperation,
+  BillingPort,
+  BillingReceipt,
+  BillingRequestOptions,
+} from '../../../ports/billing.js';
 
 const receipt = (entry: LedgerEntry, applied: boolean): BillingReceipt => ({
   key: entry.key,
@@ -78,7 +61,7 @@ function checkAmount(amount: string): string {
 export class PostgresLedger implements BillingPort {
   constructor(private readonly db: Database) {}
 
-  deduct(operation: BillingOperation): Promise<BillingReceipt> {
+  async deduct(operation: BillingOperation): Promise<BillingReceipt> {
     const amount = checkAmount(operation.amount);
     return this.run(async (tx) => {
       const balance = await lockAccount(tx, operation.organizationId);
@@ -112,7 +95,7 @@ export class PostgresLedger implements BillingPort {
     });
   }
 
-  refund(operation: BillingOperation): Promise<BillingReceipt> {
+  async refund(operation: BillingOperation): Promise<BillingReceipt> {
     const amount = checkAmount(operation.amount);
     return this.run(async (tx) => {
       await lockAccount(tx, operation.organizationId);
@@ -147,7 +130,7 @@ export class PostgresLedger implements BillingPort {
   }
 
   /** Adds money to an organization's balance once per key (top-ups; demo and tests). */
-  credit(operation: BillingOperation): Promise<BillingReceipt> {
+  async credit(operation: BillingOperation): Promise<BillingReceipt> {
     const amount = checkAmount(operation.amount);
     return this.run(async (tx) => {
       await lockAccount(tx, operation.organizationId);
@@ -189,4 +172,22 @@ export class PostgresLedger implements BillingPort {
       throw new BillingUnavailableError(`billing ledger unavailable: ${(error as Error).message}`, {}, error);
     }
   }
+}
+
+/** One HTTP billing client per process and settings (its connection pool and TLS files), built on first use. */
+const httpClients = new WeakMap<HttpBillingSettings, HttpBillingClient>();
+
+/**
+ * The billing port a deployment's settings choose (HERALD_BILLING): the PostgreSQL ledger on `db`, or
+ * the HTTP billing client (shared by every request and sweeper of the process that resolves it).
+ */
+export function configuredBilling(settings: BillingSettings, db: Database, logger?: Logger): BillingPort {
+  if (settings.mode === 'ledger' || !settings.http) return new PostgresLedger(db);
+  let client = httpClients.get(settings.http);
+  if (!client) {
+    const { url, ...http } = settings.http;
+    client = new HttpBillingClient({ baseUrl: url, ...http, ...(logger ? { logger } : {}) });
+    httpClients.set(settings.http, client);
+  }
+  return client;
 }

@@ -5,10 +5,22 @@
  * over (invariant 5). It streams the file in bounded memory, saves accepted rows in batches with their
  * AddRecipients event (invariant 1) and deducts once by `campaign:{uuid}` (invariant 9). GENERIC reads
  * the first column, a first row that is not a valid MSISDN being a header; PERSONALIZED needs a header with
- * `msisdn` and every tag. No valid row, or more than campaign.bulk.max-recipients, fails the build. ADR 0014.
+ * `msisdn` and every tag. No valid row, or more than campaign.bulk.max-recipients, fails the build; so does
+ * a refused charge (402), saying why on the upload. A charge billing does not answer leaves every recipient
+ * saved and the upload CHARGING: the charge retry (smsChargeRetrySweeper) asks again with the same key
+ * until billing answers, or reverses the key and fails it after HERALD_SMS_CHARGE_GIVE_UP_MINUTES.
+ * ADR 0014, ADR 0023.
  */
 import { Readable } from 'node:stream';
 import { parse } from 'csv-parse';
+import {
+  claimUploadCharge,
+  finishChargingUpload,
+  lockDueCharges,
+  nextChargeDueInMs,
+  pendUploadCharge,
+  recordChargeFailure,
+} from '../../../adapters/postgres/sms-charge-queries.js';
 import {
   type BuildProgress,
   deleteRecipients,
@@ -38,18 +50,27 @@ import { formatUnits, toUnits } from '../../../domain/sms/money.js';
 import { normalizeMsisdn } from '../../../domain/sms/msisdn.js';
 import { MsisdnSet } from '../../../domain/sms/msisdn-set.js';
 import { templateTags } from '../../../domain/sms/template.js';
-import { errorMessage, IllegalStateError } from '../../../errors.js';
+import {
+  ConflictError,
+  errorMessage,
+  IllegalStateError,
+  InsufficientBalanceError,
+  ValidationError,
+} from '../../../errors.js';
 import type { AggregateCommands } from '../../../eventstore/command-handler.js';
 import type { Logger } from '../../../logger.js';
 import type { Database, SqlClient } from '../../../ports/database.js';
+import type { Sweeper, SweepResult } from '../../../scanner/scanner.js';
 import { type ClaimSweepDefinition, defineClaimSweeper, type SweeperDeps } from '../../../scanner/sweeper.js';
 import { campaignAggregate } from '../descriptor.js';
-import type { BillingPort } from './billing.js';
+import type { BillingPort, BillingReceipt } from './billing.js';
 import { postgresSmsRouting, type SmsRoutingPort } from './routing.js';
 import type { SmsSettings } from './settings.js';
 
 export interface SmsBuildDeps extends Omit<SweeperDeps, 'batchSize'> {
   billing: BillingPort;
+  /** An unanswered charge: asked again after `retryMs`, given up (reversed, FAILED) after `giveUpMs` (config.billing). */
+  charge?: { retryMs: number; giveUpMs: number };
   settings: Pick<SmsSettings, 'zone' | 'bulkMaxRecipients' | 'buildBatchSize' | 'buildStaleMs'>;
   routing?: SmsRoutingPort;
   /** Recorded on the upload as the build's holder. */
@@ -60,13 +81,30 @@ export interface SmsBuildDeps extends Omit<SweeperDeps, 'batchSize'> {
 export interface BuildOutcome {
   campaignId: string;
   attempt: number;
-  status: 'QUEUED' | 'SCHEDULED' | 'FAILED' | 'SUPERSEDED';
+  /** CHARGING: every recipient saved, the charge unanswered; the charge retry asks again with the key. */
+  status: 'QUEUED' | 'SCHEDULED' | 'CHARGING' | 'FAILED' | 'SUPERSEDED';
   reason: string | null;
   rowsRead: number;
   accepted: number;
   rejected: number;
   rejectedByReason: Partial<Record<RejectionReason, number>>;
   elapsedMs: number;
+}
+
+/** How a retried charge ended. */
+export interface ChargeOutcome {
+  campaignId: string;
+  status: 'QUEUED' | 'SCHEDULED' | 'CHARGING' | 'FAILED' | 'SUPERSEDED';
+  reason: string | null;
+}
+
+/** Billing answered no: nothing was charged under the key (a retry cannot change that). */
+function isRefusal(error: unknown): boolean {
+  return (
+    error instanceof InsufficientBalanceError ||
+    error instanceof ConflictError ||
+    error instanceof ValidationError
+  );
 }
 
 /** Progress is recorded at least every this many batches' worth of rows read, accepted or not. */
@@ -267,10 +305,21 @@ export class SmsCampaignBuilder {
           reason: `sms campaign ${id}`,
         });
       } catch (error) {
-        const reason = `charging ${total} failed: ${errorMessage(error)}`;
-        await this.fail(build, reason);
-        await this.reverse(campaign, reason, log);
-        return this.outcome(build, 'FAILED', reason);
+        if (isRefusal(error)) {
+          // Billing answered no (a short balance, a key already reversed): nothing was charged.
+          const reason = `charging ${total} failed: ${errorMessage(error)}`;
+          await this.fail(build, reason);
+          return this.outcome(build, 'FAILED', reason);
+        }
+        // No answer: the outcome is unknown. Every recipient is saved; the upload waits in CHARGING and
+        // the charge retry asks again with the same key (never a second charge, never a rebuild).
+        const reason = `charging ${total} with ${key}: billing did not answer (${errorMessage(error)}); retried with the same key`;
+        await this.pendCharge(build, reason);
+        log.warn(
+          { err: error, key, amount: total },
+          'sms build charge unanswered; the upload waits in CHARGING',
+        );
+        return this.outcome(build, 'CHARGING', reason);
       }
     }
     const activated = await this.inTransaction(async (tx) => {
@@ -294,6 +343,110 @@ export class SmsCampaignBuilder {
     this.campaigns.signalAfterCommit([activated], this.deps.wakeups);
     const status = (activated.state as ExistingCampaign).status as 'QUEUED' | 'SCHEDULED';
     return this.outcome(build, status, null);
+  }
+
+  /**
+   * Asks billing again for the charge of a CSV campaign whose upload waits in CHARGING (claimed by the
+   * charge retry sweep), with the same `campaign:{id}` key and the saved total (`totalCost`): charged →
+   * DONE and activated in one transaction; refused (402, a reversed key) → FAILED with its recipients
+   * cleared; unanswered again → still CHARGING, the error on the upload. Past the give-up window the
+   * charge is reversed by its key first (it may have been applied) and only then FAILED; a reversal that
+   * fails leaves it CHARGING for the next try. Never two deductions: every try uses the one key.
+   */
+  async retryCharge(
+    campaign: ExistingCampaign,
+    tries: { attempt: number; pendingForMs: number },
+  ): Promise<ChargeOutcome> {
+    const id = campaign.campaignId;
+    const sms = campaign.sms!;
+    const key = campaignChargeKey(id);
+    const amount = sms.totalCost;
+    const log = this.logger.child({ aggregateId: id, key, chargeAttempt: tries.attempt });
+    const giveUpMs = this.deps.charge?.giveUpMs ?? Number.POSITIVE_INFINITY;
+    if (tries.pendingForMs > giveUpMs) {
+      const minutes = Math.round(giveUpMs / 60_000);
+      try {
+        await this.deps.billing.reverse(
+          campaign.organizationId,
+          key,
+          `billing did not answer the charge within ${minutes} min`,
+        );
+      } catch (error) {
+        const reason = `giving up after ${minutes} min: the reversal of ${key} failed too (${errorMessage(error)}); retried`;
+        await recordChargeFailure(this.deps.db, id, reason);
+        log.error({ err: error }, 'could not reverse an unanswered build charge; retried');
+        return { campaignId: id, status: 'CHARGING', reason };
+      }
+      const reason = `billing did not answer the charge of ${amount} within ${minutes} min: reversed by ${key}; upload the file again`;
+      await this.failCharging(campaign, reason);
+      return { campaignId: id, status: 'FAILED', reason };
+    }
+    let charged: BillingReceipt;
+    try {
+      charged = await this.deps.billing.deduct({
+        organizationId: campaign.organizationId,
+        key,
+        amount,
+        reason: `sms campaign ${id}`,
+      });
+    } catch (error) {
+      if (isRefusal(error)) {
+        const reason = `charging ${amount} failed: ${errorMessage(error)}`;
+        await this.failCharging(campaign, reason);
+        return { campaignId: id, status: 'FAILED', reason };
+      }
+      const reason = `charging ${amount} with ${key}: billing did not answer (try ${tries.attempt}: ${errorMessage(error)}); retried with the same key`;
+      await recordChargeFailure(this.deps.db, id, reason);
+      log.warn({ err: error }, 'sms build charge still unanswered');
+      return { campaignId: id, status: 'CHARGING', reason };
+    }
+    if (toUnits(charged.amount) !== toUnits(amount)) {
+      // The key holds another amount: never activate on a charge that does not match the campaign.
+      const reason = `${key} holds a deduction of ${charged.amount}, not the campaign's ${amount}: left for an operator`;
+      await recordChargeFailure(this.deps.db, id, reason);
+      log.error({ charged: charged.amount, amount }, reason);
+      return { campaignId: id, status: 'CHARGING', reason };
+    }
+    const activated = await this.deps.db.transaction(async (tx) => {
+      if (!(await finishChargingUpload(tx, id, { status: 'DONE', error: null }))) return null;
+      return this.campaigns.handleInTransaction(
+        tx,
+        id,
+        (now) => ({ type: 'ActivateCampaign', campaignId: id, now, charge: { key, amount } }),
+        { meta: { actor: 'sms-build' } },
+      );
+    });
+    if (!activated)
+      return { campaignId: id, status: 'SUPERSEDED', reason: 'the upload is no longer CHARGING' };
+    this.campaigns.signalAfterCommit([activated], this.deps.wakeups);
+    log.info({ applied: charged.applied, amount }, 'sms build charged on retry');
+    return { campaignId: id, status: (activated.state as ExistingCampaign).status as 'QUEUED', reason: null };
+  }
+
+  /** Every recipient saved, the charge unanswered: IN_PROGRESS → CHARGING with the rejected rows counted. */
+  private async pendCharge(build: Build, reason: string): Promise<void> {
+    const id = build.campaign.campaignId;
+    await this.inTransaction(async (tx) => {
+      if (!(await pendUploadCharge(tx, id, build.attempt, reason, build.progress()))) {
+        throw new Superseded(`attempt ${build.attempt} no longer holds the upload`);
+      }
+      await this.addRejected(tx, build);
+    });
+  }
+
+  /** A CHARGING upload FAILED, its campaign FAILED with the saved recipients cleared, in one transaction. */
+  private async failCharging(campaign: ExistingCampaign, reason: string): Promise<void> {
+    const id = campaign.campaignId;
+    await this.deps.db.transaction(async (tx) => {
+      if (!(await finishChargingUpload(tx, id, { status: 'FAILED', error: reason }))) return;
+      await deleteRecipients(tx, id);
+      await this.campaigns.handleInTransaction(
+        tx,
+        id,
+        (now) => ({ type: 'FailCampaign', campaignId: id, now, reason, clearRecipients: true }),
+        { meta: { actor: 'sms-build' } },
+      );
+    });
   }
 
   /** Saves the batch with its event and the upload's progress, in one transaction. */
@@ -459,4 +612,54 @@ export function smsBuildSweeper(deps: SmsBuildDeps) {
   // One build per claim: a build is long, and another worker may take the next upload meanwhile.
   const sweeper = defineClaimSweeper(definition, { ...deps, batchSize: 1 });
   return Object.assign(sweeper, { builder });
+}
+
+/**
+ * The charge retry (`herald worker`, beside the build sweep): claims CHARGING uploads of BUILDING
+ * campaigns whose last try is older than HERALD_SMS_CHARGE_RETRY_SECONDS (row locks, SKIP LOCKED: any
+ * number of workers; the try is recorded before billing is asked), then asks billing again with the
+ * campaign's one key (`SmsCampaignBuilder.retryCharge`). ADR 0023.
+ */
+export function smsChargeRetrySweeper(
+  deps: SmsBuildDeps & { charge: { retryMs: number; giveUpMs: number }; batchSize?: number },
+) {
+  const builder = new SmsCampaignBuilder(deps);
+  const retryMs = deps.charge.retryMs;
+  const limit = deps.batchSize ?? 10;
+  const outcomes: ChargeOutcome[] = [];
+  const stats = { tried: 0, charged: 0, failed: 0, pending: 0 };
+  return {
+    name: 'campaign.sms-charge-retry',
+    stats,
+    outcomes,
+    builder,
+    async sweep(): Promise<SweepResult> {
+      const claimed = await deps.db.transaction(async (tx) => {
+        const due = await lockDueCharges(tx, limit, retryMs);
+        const tries: { state: ExistingCampaign; attempt: number; pendingForMs: number }[] = [];
+        for (const d of due) {
+          const attempt = await claimUploadCharge(tx, d.state.campaignId);
+          if (attempt !== null) tries.push({ state: d.state, attempt, pendingForMs: d.pendingForMs });
+        }
+        return tries;
+      });
+      for (const c of claimed) {
+        stats.tried++;
+        let outcome: ChargeOutcome;
+        try {
+          outcome = await builder.retryCharge(c.state, c);
+        } catch (error) {
+          // A database error between billing and the upload: the next try repeats the same key.
+          deps.logger.error({ err: error, aggregateId: c.state.campaignId }, 'sms charge retry failed');
+          continue;
+        }
+        outcomes.push(outcome);
+        if (outcome.status === 'QUEUED' || outcome.status === 'SCHEDULED') stats.charged++;
+        else if (outcome.status === 'FAILED') stats.failed++;
+        else stats.pending++;
+      }
+      return { processed: claimed.length, more: claimed.length === limit };
+    },
+    nextDueInMs: () => nextChargeDueInMs(deps.db, retryMs),
+  } satisfies Sweeper & Record<string, unknown>;
 }

@@ -8,12 +8,20 @@
  * campaign final, whichever path took it there (invariant 1), and published by the relay only
  * (invariant 2), at priority 5 so it never holds back dispatch. Its message id is derived from the
  * campaign, the status and the resend attempt: each final status of each cycle is announced once
- * (invariant 4).
+ * (invariant 4). It goes through the SMS sink the deployment chose (HERALD_SMS_SINK, the command
+ * handler's configuration): the Kafka topic `sms.reporting`, or the RabbitMQ queue of that name.
  */
 import type { CampaignEvent, CampaignState } from '../../../domain/campaign.js';
 import { HEADER } from '../../../messaging/headers.js';
 import { derivedMessageId, type OutboxMessageSpec } from '../../../outbox/outbox-writer.js';
+import type { HeraldConfig } from '../../../settings/core.js';
+import type { SmsSettings } from './settings.js';
 import { SMS_REPORTING_TOPIC } from './topology.js';
+
+/** The SMS sink of a process's configuration (HERALD_SMS_SINK); Kafka, its default, without one. */
+export function smsSinkOf(config: HeraldConfig | undefined): SmsSettings['sink'] {
+  return (config as { sms?: Pick<SmsSettings, 'sink'> } | undefined)?.sms?.sink ?? 'kafka';
+}
 
 /** Seed 003: reporting traffic uses priority 5 (SMS dispatch 1–3). */
 export const COMPLETION_NOTICE_PRIORITY = 5;
@@ -63,7 +71,11 @@ function noticeType(event: CampaignEvent, state: CampaignState): CompletionNotic
 }
 
 /** The notice an event causes (empty for any other event, a LINE campaign, or one never charged). */
-export function completionNoticesFor(event: CampaignEvent, state: CampaignState): OutboxMessageSpec[] {
+export function completionNoticesFor(
+  event: CampaignEvent,
+  state: CampaignState,
+  sink: SmsSettings['sink'] = 'kafka',
+): OutboxMessageSpec[] {
   if (state.status === 'NONE' || state.sms === null || state.sms.chargedAt === null) return [];
   const type = noticeType(event, state);
   if (type === null) return [];
@@ -105,7 +117,7 @@ export function completionNoticesFor(event: CampaignEvent, state: CampaignState)
   return [
     {
       messageId: derivedMessageId('campaign', state.campaignId, 'notice', status, state.resendAttempt),
-      sink: 'kafka',
+      sink,
       destination: SMS_REPORTING_TOPIC,
       partitionKey: state.campaignId,
       payload,

@@ -4,8 +4,10 @@
  * and settles) and resend of the failed recipients with a dry-run preview. Resend spans transactions: the
  * decision is first tried on the current state (a refused resend charges nothing), billing deducts
  * `failedCost` under `campaign:{id}:resend:{n}` (invariant 9), then one transaction appends ResendFailed
- * and reopens the failed rows, their count and cost checked against the charge; any failure after the
- * deduction may have happened reverses it by its key and releases the Idempotency-Key. ADR 0019.
+ * and reopens the failed rows, their count and cost checked against the charge. A deduction billing did
+ * not answer is not reversed (that would spend the key): the campaign is unchanged and a retry deducts
+ * the same key, charged once (ADR 0023); a charge whose transaction failed stays while a retry can still
+ * use it, and is reversed only once the campaign moved on. ADR 0019.
  */
 
 import { z } from 'zod';
@@ -24,10 +26,10 @@ import { parseRequest, SmsValidationError, scheduledAtRule } from '../../../doma
 import { toUnits } from '../../../domain/sms/money.js';
 import {
   BillingUnavailableError,
+  ConflictError,
   errorMessage,
   HeraldError,
   IllegalStateError,
-  InsufficientBalanceError,
   NotFoundError,
 } from '../../../errors.js';
 import {
@@ -39,7 +41,7 @@ import type { Logger } from '../../../logger.js';
 import type { Database } from '../../../ports/database.js';
 import type { EventMeta } from '../../../ports/events.js';
 import { campaignAggregate } from '../descriptor.js';
-import type { BillingPort } from './billing.js';
+import type { BillingPort, BillingReceipt } from './billing.js';
 import type { SmsSettings } from './settings.js';
 
 export interface ControlOptions {
@@ -211,21 +213,35 @@ export class SmsCampaignControls {
       correlationId: options.meta?.correlationId,
     });
     const charged = toUnits(charge.amount) > 0;
+    const correlation = { correlationId: options.meta?.correlationId };
     if (charged) {
+      let receipt: BillingReceipt;
       try {
-        await billing.deduct({
-          organizationId: state.organizationId,
-          key: charge.key,
-          amount: charge.amount,
-          reason: `resend ${preview.nextResendAttempt} of sms campaign ${campaignId}`,
-        });
+        receipt = await billing.deduct(
+          {
+            organizationId: state.organizationId,
+            key: charge.key,
+            amount: charge.amount,
+            reason: `resend ${preview.nextResendAttempt} of sms campaign ${campaignId}`,
+          },
+          correlation,
+        );
       } catch (error) {
-        // Refused: nothing was charged (reversing would only block this key for a retry after a top-up).
-        if (error instanceof InsufficientBalanceError) throw error;
-        await this.reverse(state, charge.key, error, log);
-        throw error instanceof HeraldError
-          ? error
-          : new BillingUnavailableError(`billing failed: ${errorMessage(error)}`, { key: charge.key }, error);
+        // Refused (402, a key reversed by an operator): nothing was charged under the key. Unanswered
+        // (502): nothing is reversed — a reversal would spend the key and this resend could never be
+        // retried; the campaign is unchanged, and a retry deducts the same key, which billing applies once.
+        if (error instanceof HeraldError) throw error;
+        throw new BillingUnavailableError(
+          `billing failed: ${errorMessage(error)}`,
+          { key: charge.key },
+          error,
+        );
+      }
+      if (toUnits(receipt.amount) !== toUnits(charge.amount)) {
+        throw new ConflictError(
+          `billing key ${charge.key} holds a deduction of ${receipt.amount}, not the resend's ${charge.amount}`,
+          { field: 'key', key: charge.key },
+        );
       }
     }
     try {
@@ -256,17 +272,58 @@ export class SmsCampaignControls {
       );
       return result.state as ExistingCampaign;
     } catch (error) {
-      if (charged) await this.reverse(state, charge.key, error, log);
+      if (charged) await this.settleUnqueuedCharge(campaignId, preview, charge, error, log, correlation);
       throw error;
     }
   }
 
-  /** Best-effort reversal of a resend charge whose resend did not happen. */
-  private async reverse(state: ExistingCampaign, key: string, cause: unknown, log: Logger): Promise<void> {
+  /**
+   * The resend was charged but its transaction did not commit. The charge stays when its key is still
+   * this campaign's next resend (a retry then finishes it, billing answering the first result) or was
+   * used by a concurrent resend that committed (the charge is that resend's); it is reversed only when
+   * the campaign can no longer be resent with it (it moved on: deleted, or its failed cost changed).
+   */
+  private async settleUnqueuedCharge(
+    campaignId: string,
+    preview: ResendPreview,
+    charge: { key: string; amount: string },
+    cause: unknown,
+    log: Logger,
+    correlation: { correlationId?: string | undefined },
+  ): Promise<void> {
+    let now: ExistingCampaign | null = null;
     try {
-      await this.deps.billing.reverse(state.organizationId, key, `resend failed: ${errorMessage(cause)}`);
+      now = await this.load(campaignId);
     } catch (error) {
-      log.error({ err: error, key }, 'could not reverse a resend charge; reverse it by its key');
+      log.warn(
+        { err: error, key: charge.key },
+        'resend not queued; its charge is kept for a retry with the key',
+      );
+      return;
+    }
+    const resentWithKey = now.resendAttempt >= preview.nextResendAttempt;
+    const stillResendable =
+      previewOf(now).chargeKey === charge.key &&
+      toUnits(now.sms!.failedCost) === toUnits(charge.amount) &&
+      operationRefusal(CAMPAIGN_OPERATIONS.resend, now) === null;
+    if (resentWithKey || stillResendable) {
+      log.warn(
+        { err: cause, key: charge.key, resentWithKey },
+        resentWithKey
+          ? 'resend not queued by this request: a concurrent resend used the key; its charge stands'
+          : 'resend not queued; its charge is kept and a retry with the key finishes it (charged once)',
+      );
+      return;
+    }
+    try {
+      await this.deps.billing.reverse(
+        now.organizationId,
+        charge.key,
+        `resend not queued: ${errorMessage(cause)}`,
+        correlation,
+      );
+    } catch (error) {
+      log.error({ err: error, key: charge.key }, 'could not reverse a resend charge; reverse it by its key');
     }
   }
 

@@ -7,20 +7,25 @@
  * delivery reports, rolled up until the CSV campaign is COMPLETED, the test-number one PARTIAL with its
  * failures refunded (then resent), and the inline one cancelled mid-dispatch with its deferred recipient
  * refunded. Prints each campaign with its money check and returns whether it all balanced; without
- * KAFKA_BROKERS it says so and skips. ADR 0014, ADR 0019, ADR 0022.
+ * KAFKA_BROKERS it says so and skips. Charges go through the billing port the settings choose: the demo
+ * starts the billing test server and sets HERALD_BILLING=http (campaign/demo.ts), whose own ledger is then
+ * credited, listed and checked; `HERALD_BILLING=ledger npm run demo` uses the PostgreSQL ledger.
+ * ADR 0014, 0019, 0022, 0023.
  */
 
 import { randomUUID } from 'node:crypto';
 import { loadUpload } from '../../../adapters/postgres/sms-queries.js';
 import type { ExistingCampaign } from '../../../domain/campaign.js';
+import { addMoney } from '../../../domain/sms/money.js';
 import { silentLogger } from '../../../logger.js';
 import type { DemoContext } from '../../../registry/demo.js';
 import { describeCampaign } from '../cli.js';
 import type { CampaignConfig } from '../settings.js';
-import { PostgresLedger } from './billing.js';
+import { configuredBilling, PostgresLedger } from './billing.js';
+import type { BillingSimulator } from './billing-simulator.js';
 import { SmsGateway } from './gateway/gateway.js';
 import type { SmscSettings } from './gateway/settings.js';
-import { checkCampaignMoney } from './money-check.js';
+import { type CampaignLedgerReader, checkCampaignMoney, ledgerKeysFromEntries } from './money-check.js';
 import { SmsCampaignService } from './service.js';
 import { SmscSimulator } from './smsc-simulator.js';
 
@@ -33,11 +38,11 @@ const DEMO_TEST_NUMBERS = [
   { msisdn: '8801912000097', status: 'NOT_AVAILABLE', errorCode: null, label: 'never confirmed' },
 ] as const;
 
-export async function runSmsDemo({
-  runtime,
-  config,
-  out,
-}: Pick<DemoContext<CampaignConfig>, 'runtime' | 'config' | 'out'>): Promise<boolean> {
+export async function runSmsDemo(
+  { runtime, config, out }: Pick<DemoContext<CampaignConfig>, 'runtime' | 'config' | 'out'>,
+  /** The billing test server the demo's HERALD_BILLING=http points at (its ledger is read here). */
+  billingServer?: BillingSimulator,
+): Promise<boolean> {
   out();
   if (config.kafkaBrokers.length === 0) {
     out('sms campaigns (seed 003): skipped, KAFKA_BROKERS is not set (the SMS submit topic is on Kafka)');
@@ -46,11 +51,16 @@ export async function runSmsDemo({
   out(
     `sms campaigns (seed 003): submit topic ${config.sms.submitTopic}, delivery reports on ${config.sms.dlrTopic}`,
   );
-  const ledger = new PostgresLedger(runtime.db);
+  const http = config.billing.mode === 'http';
+  if (http && !billingServer)
+    throw new Error('HERALD_BILLING=http, but the demo started no billing test server');
+  const ledger = http ? null : new PostgresLedger(runtime.db);
+  // The port the roles resolved for these settings (one HTTP client per process).
+  const billing = configuredBilling(config.billing, runtime.db, runtime.logger);
   const sms = new SmsCampaignService({
     db: runtime.db,
     handler: runtime.handler,
-    billing: ledger,
+    billing,
     settings: config.sms,
     idempotencyTtlMs: config.api.idempotencyTtlMs,
     logger: runtime.logger,
@@ -99,8 +109,15 @@ export async function runSmsDemo({
     `sms gateway: bound over SMPP to the SMSC simulator on 127.0.0.1:${simulator.port} as ${DEMO_ACCOUNT.systemId} (window 10, 100 submit_sm/s)`,
   );
   try {
-    const credit = await ledger.credit({ organizationId: ORG, key: 'demo-top-up', amount: '500' });
-    out(`balance of ${ORG}: ${credit.balanceAfter} BDT (credited once under key demo-top-up)`);
+    const credit = ledger
+      ? await ledger.credit({ organizationId: ORG, key: 'demo-top-up', amount: '500' })
+      : billingServer!.credit(ORG, '500', 'demo-top-up');
+    out(
+      `balance of ${ORG}: ${credit.balanceAfter} BDT (credited once under key demo-top-up) ` +
+        (http
+          ? `in the billing test server at ${config.billing.http!.url} (HERALD_BILLING=http, bearer token)`
+          : 'in the PostgreSQL ledger (HERALD_BILLING=ledger)'),
+    );
 
     // A window around now in Dhaka local time, clamped to the day (a window does not cross midnight).
     const { rows } = await runtime.db.query<{ start: string; end: string }>(
@@ -287,7 +304,21 @@ export async function runSmsDemo({
       ([, , c]) => c!.status === 'PARTIAL' && c!.resendAttempt === 1 && settled(c!),
     );
     out();
-    const checks = await Promise.all(ids.map((id) => checkCampaignMoney(runtime.db, id)));
+    // With HTTP billing the ledger side of the money check is the billing server's own.
+    const serverLedger: CampaignLedgerReader = async (c, sql) => {
+      const { rows: recipients } = await sql.query<{ id: string }>(
+        'select id::text from campaign_recipient where campaign_id = $1',
+        [c.campaignId],
+      );
+      return ledgerKeysFromEntries(
+        billingServer!.entries(c.organizationId),
+        c.campaignId,
+        new Set(recipients.map((r) => r.id)),
+      );
+    };
+    const checks = await Promise.all(
+      ids.map((id) => checkCampaignMoney(runtime.db, id, http ? { ledger: serverLedger } : {})),
+    );
     for (const [i, c] of final.entries()) {
       const upload = c.sms?.source === 'csv' ? await loadUpload(runtime.db, c.campaignId) : null;
       for (const line of describeCampaign(c, upload, checks[i])) out(line);
@@ -299,12 +330,31 @@ export async function runSmsDemo({
         `${st.throttled} throttled; ${simulator.partsReceived} parts to ${simulator.numbersReached} numbers ` +
         `(the retried and resent test numbers got theirs again, each time a new submission)`,
     );
-    out(`ledger entries of ${ORG} (each key applied once):`);
-    for (const e of await ledger.entries(ORG)) out(`  ${e.kind.padEnd(9)} ${e.amount.padStart(9)}  ${e.key}`);
-    const totals = await ledger.totals(ORG);
-    out(
-      `ledger of ${ORG}: balance ${totals!.balance} = credits ${totals!.credits} − deductions ${totals!.deductions} + refunds ${totals!.refunds}`,
-    );
+    if (ledger) {
+      out(`ledger entries of ${ORG} (each key applied once):`);
+      for (const e of await ledger.entries(ORG))
+        out(`  ${e.kind.padEnd(9)} ${e.amount.padStart(9)}  ${e.key}`);
+      const totals = await ledger.totals(ORG);
+      out(
+        `ledger of ${ORG}: balance ${totals!.balance} = credits ${totals!.credits} − deductions ${totals!.deductions} + refunds ${totals!.refunds}`,
+      );
+    } else {
+      const server = billingServer!;
+      const entries = server.entries(ORG);
+      out(`the billing test server's entries for ${ORG} (each key applied once):`);
+      for (const e of entries) out(`  ${e.kind.padEnd(9)} ${e.amount.padStart(9)}  ${e.key}`);
+      const sum = (kind: string) =>
+        entries.filter((e) => e.kind === kind).reduce((total, e) => addMoney(total, e.amount), '0.0000');
+      out(
+        `its ledger of ${ORG}: balance ${server.balance(ORG)} = credits ${sum('credit')} − deductions ${sum('deduction')} + refunds ${sum('refund')}`,
+      );
+      const calls = server.requests.filter((r) => r.operation !== 'control');
+      const repeats = calls.filter((r) => r.outcome === 'repeat').length;
+      out(
+        `billing calls over HTTP: ${calls.length} (${repeats} answered a repeat: the first result), ` +
+          `${calls.filter((r) => !r.authorized).length} without a valid token`,
+      );
+    }
     const balanced = checks.every((m) => m.balanced);
     out(
       balanced

@@ -101,8 +101,54 @@ export function evaluateMoney(
   };
 }
 
+/**
+ * Where the ledger side is read: the charges and refunds under one campaign's keys. The default reads
+ * the PostgreSQL ledger (billing_entry); with an external billing service (HERALD_BILLING=http) a
+ * caller that can list that service's entries passes them through `ledgerKeysFromEntries`.
+ */
+export type CampaignLedgerReader = (
+  campaign: { campaignId: string; organizationId: string },
+  sql: SqlClient,
+) => Promise<LedgerKeyRow[]>;
+
+const postgresLedgerKeys: CampaignLedgerReader = (c, sql) => ledgerKeys(sql, c.campaignId, c.organizationId);
+
+/**
+ * A campaign's ledger keys from a list of entries (another ledger's): `campaign:{id}`, its resends,
+ * `cancel:`/`expire:{id}:n`, and `recipient:{rid}:n` of its recipients — the keys LEDGER_KEYS selects.
+ */
+export function ledgerKeysFromEntries(
+  entries: readonly { kind: string; key: string; amount: string }[],
+  campaignId: string,
+  recipientIds: ReadonlySet<string>,
+): LedgerKeyRow[] {
+  const id = campaignId.toLowerCase();
+  const ours = (key: string) =>
+    key === `campaign:${id}` ||
+    key.startsWith(`campaign:${id}:resend:`) ||
+    key.startsWith(`cancel:${id}:`) ||
+    key.startsWith(`expire:${id}:`) ||
+    (key.startsWith('recipient:') && recipientIds.has(key.split(':')[1] ?? ''));
+  const rows = new Map<string, LedgerKeyRow>();
+  for (const e of entries) {
+    if ((e.kind !== 'deduction' && e.kind !== 'refund') || !ours(e.key)) continue;
+    const at = `${e.kind}\u0000${e.key}`;
+    const row = rows.get(at) ?? { kind: e.kind, key: e.key, amount: '0.0000', entries: 0 };
+    rows.set(at, {
+      ...row,
+      amount: formatUnits(toUnits(row.amount) + toUnits(e.amount)),
+      entries: row.entries + 1,
+    });
+  }
+  return [...rows.values()];
+}
+
 /** Reads the three sides and compares them. Throws NotFoundError for an unknown or non-SMS campaign. */
-export async function checkCampaignMoney(sql: SqlClient, campaignId: string): Promise<MoneyCheck> {
+export async function checkCampaignMoney(
+  sql: SqlClient,
+  campaignId: string,
+  options: { ledger?: CampaignLedgerReader } = {},
+): Promise<MoneyCheck> {
   const loaded = await campaignAggregate.store.load(sql, campaignId);
   const state = loaded?.state;
   if (!state || state.status === 'NONE' || state.sms === null) {
@@ -110,7 +156,7 @@ export async function checkCampaignMoney(sql: SqlClient, campaignId: string): Pr
   }
   const sms = state.sms;
   const [ledger, rows] = await Promise.all([
-    ledgerKeys(sql, state.campaignId, state.organizationId),
+    (options.ledger ?? postgresLedgerKeys)(state, sql),
     recipientMoney(sql, state.campaignId),
   ]);
   return evaluateMoney(

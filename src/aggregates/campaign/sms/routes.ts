@@ -6,7 +6,8 @@
  * (201, 202, 200). The service reserves the request's Idempotency-Key itself (src/api/idempotency.ts,
  * the same scope and fingerprint as every other command): the seed's inline create spans an external
  * charge, so it cannot run in the request's one transaction as other commands do; a concurrent retry
- * is 409 with `Retry-After: 2`, a refused charge 402, an unreachable billing service 502.
+ * is 409 with `Retry-After: 2`, a refused charge 402, a billing service that did not answer 502 with
+ * `Retry-After: 2` (retryable with the same key).
  */
 import multipart from '@fastify/multipart';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -14,7 +15,12 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { owned, principalOf, REPLAY_HEADER, requestKeyOf, sendCommand } from '../../../api/http.js';
 import type { RouteDeps } from '../../../api/module.js';
-import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders } from '../../../api/routes/common.js';
+import {
+  chargeProblems,
+  commandProblems,
+  IDEMPOTENCY_HEADER_DOC,
+  idempotencyHeaders,
+} from '../../../api/routes/common.js';
 import { uuidParams } from '../../../api/schemas.js';
 import { CAMPAIGN_STATUSES } from '../../../domain/campaign/status.js';
 import { inlineCampaignRequestSchema, SmsValidationError } from '../../../domain/sms/campaign-request.js';
@@ -30,7 +36,7 @@ export const smsCampaignBody = inlineCampaignRequestSchema
 export type SmsCampaignBody = z.output<typeof smsCampaignBody>;
 
 const SMS_ERRORS =
-  ' Errors: 422 naming the field and the rule (`errors[].rule`) with nothing written; 402 when the balance does not cover the total; 502 when the billing service is unreachable or its answer was lost (the charge is reversed by its key); 409 with `Retry-After: 2` while a request with the same Idempotency-Key is in progress.';
+  ' Errors: 422 naming the field and the rule (`errors[].rule`) with nothing written; 402 when the balance does not cover the total; 502 with `Retry-After: 2` when billing did not answer (the campaign is kept; a retry with the same Idempotency-Key charges it once under its key); 409 with `Retry-After: 2` while a request with the same Idempotency-Key is in progress.';
 
 /** `POST /v1/campaigns` with an SMS body: 201 with the QUEUED or SCHEDULED campaign, charged once. */
 export async function createSmsCampaign(
@@ -90,7 +96,11 @@ const previewView = z
 const uploadView = z
   .object({
     id: z.uuid(),
-    status: z.enum(['PENDING', 'IN_PROGRESS', 'DONE', 'FAILED']),
+    status: z
+      .enum(['PENDING', 'IN_PROGRESS', 'CHARGING', 'DONE', 'FAILED'])
+      .describe(
+        'CHARGING: every row saved, the charge unanswered by billing and retried with its key (`error` says why)',
+      ),
     fileName: z.string().nullable(),
     sizeBytes: z.number().int(),
     sha256: z.string(),
@@ -162,11 +172,11 @@ export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices
         tags: ['campaigns'],
         summary:
           "Resend a PARTIAL or FAILED campaign: an SMS campaign's failed recipients, charged their cost once with the key campaign:{id}:resend:{n}; a FAILED LINE campaign's chunks not yet accepted, under their planned retry keys. Then QUEUED",
-        description: `${IDEMPOTENCY_HEADER_DOC} Errors: 409 naming the status, or while refunds are still pending; 402 when the balance does not cover the resend (nothing changes); 502 when billing is unreachable (the charge is reversed by its key).`,
+        description: `${IDEMPOTENCY_HEADER_DOC} Errors: 409 naming the status, or while refunds are still pending; 402 when the balance does not cover the resend (nothing changes); 502 with \`Retry-After: 2\` when billing did not answer (nothing changes; a retry charges the same key once).`,
         headers: idempotencyHeaders,
         params: uuidParams,
         body: resendBody,
-        response: { 200: campaignView, ...commandProblems },
+        response: { 200: campaignView, ...chargeProblems },
       },
     },
     async (request, reply) => {

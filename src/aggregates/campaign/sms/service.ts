@@ -2,8 +2,10 @@
  * The SMS campaign library: inline creation, preview, bulk CSV creation, progress and recipients. Inline
  * creation reserves the Idempotency-Key in a transaction of its own, commits the DRAFT campaign with its
  * frozen, priced recipients (invariant 1), deducts the total once under `campaign:{uuid}` (invariant 9),
- * then activates the campaign and completes the key in one transaction; a failed or ambiguous deduction is
- * reversed by the same key, the campaign FAILED (or left DRAFT for recovery) and the key released. Bulk
+ * then activates the campaign and completes the key in one transaction. A refused deduction (402) is
+ * reversed by the same key, the campaign FAILED and the key released; a deduction billing did not answer
+ * keeps the DRAFT and suspends the key, so the client's retry with it charges the same `campaign:{uuid}`
+ * (charged once, ADR 0023) — without a key it is reversed (best effort) and FAILED as before. Bulk
  * creation stores the file and a BUILDING campaign with the key in one transaction; build.ts does the
  * rest. ADR 0014.
  */
@@ -22,6 +24,7 @@ import {
   IdempotencyKeys,
   type Replayable,
   type RequestKey,
+  SuspendedOperation,
   withFingerprintOf,
 } from '../../../api/idempotency.js';
 import {
@@ -47,9 +50,12 @@ import {
 import { formatUnits, toUnits } from '../../../domain/sms/money.js';
 import {
   BillingUnavailableError,
+  ConflictError,
   errorMessage,
+  HeraldError,
   InsufficientBalanceError,
   NotFoundError,
+  ValidationError,
 } from '../../../errors.js';
 import {
   type AggregateCommands,
@@ -215,8 +221,8 @@ export class SmsCampaignService {
 
   /** Seed 003's inline create (1–5,000 recipients): 201 with the QUEUED or SCHEDULED campaign. */
   async create(raw: unknown, options: SmsRequestOptions): Promise<Replayable<ExistingCampaign>> {
-    return this.keys.aroundReservation(this.deps.db, options.idempotency, this.logger, () =>
-      this.createReserved(raw, options),
+    return this.keys.aroundReservation(this.deps.db, options.idempotency, this.logger, (resume) =>
+      this.createReserved(raw, options, resume),
     );
   }
 
@@ -404,9 +410,26 @@ export class SmsCampaignService {
     };
   }
 
-  private async createReserved(raw: unknown, options: SmsRequestOptions): Promise<ExistingCampaign> {
-    const { db, billing } = this.deps;
+  private async createReserved(
+    raw: unknown,
+    options: SmsRequestOptions,
+    resume: unknown,
+  ): Promise<ExistingCampaign> {
+    const { db } = this.deps;
     const metaOption = options.meta ? { meta: options.meta } : {};
+    // A retry of a request whose charge billing did not answer: the same DRAFT, charged with its key.
+    const draft = await this.resumableDraft(resume, options.organizationId);
+    if (draft) {
+      const log = this.logger.child({
+        aggregateId: draft.campaignId,
+        correlationId: options.meta?.correlationId,
+      });
+      log.info(
+        { key: campaignChargeKey(draft.campaignId) },
+        'sms campaign creation resumed: charging its key again',
+      );
+      return this.chargeAndActivate(draft.campaignId, draft.sms!.totalCost, options, log);
+    }
     const now = (await databaseNow(db)).getTime();
     const request = parseRequest(inlineCampaignRequestSchema, raw);
     const { startAt, recipients } = await this.prepareInline(request, options.organizationId, now);
@@ -450,22 +473,77 @@ export class SmsCampaignService {
         metaOption,
       );
     });
+    return this.chargeAndActivate(campaignId, sum.cost, options, log);
+  }
 
-    // Step 10: one deduction of the total, with the campaign's stable key.
+  /** The DRAFT a suspended Idempotency-Key names, while it is still a DRAFT of this organization. */
+  private async resumableDraft(resume: unknown, organizationId: string): Promise<ExistingCampaign | null> {
+    const campaignId = (resume as { campaignId?: unknown } | undefined)?.campaignId;
+    if (typeof campaignId !== 'string') return null;
+    const state = (await campaignAggregate.store.load(this.deps.db, campaignId))?.state;
+    if (
+      state?.status !== 'DRAFT' ||
+      state.channel !== 'sms' ||
+      state.sms === null ||
+      state.organizationId !== organizationId
+    ) {
+      // Stale recovery failed it meanwhile (its charge reversed): this request starts afresh.
+      return null;
+    }
+    return state;
+  }
+
+  /**
+   * Step 10 and the activation: one deduction of the total with the campaign's stable key, then
+   * ActivateCampaign and the Idempotency-Key completed in one transaction. A refusal (402, a reversed
+   * key) reverses and FAILs the campaign; no answer from billing keeps the DRAFT and, with an
+   * Idempotency-Key, suspends the key so the client's retry charges the same key (charged once) — without
+   * one, the charge is reversed by its key (best effort) as before.
+   */
+  private async chargeAndActivate(
+    campaignId: string,
+    cost: string,
+    options: SmsRequestOptions,
+    log: Logger,
+  ): Promise<ExistingCampaign> {
+    const { db, billing } = this.deps;
+    const metaOption = options.meta ? { meta: options.meta } : {};
     const chargeKey = campaignChargeKey(campaignId);
-    if (toUnits(sum.cost) > 0) {
+    const correlation = { correlationId: options.meta?.correlationId };
+    if (toUnits(cost) > 0) {
       try {
-        await billing.deduct({
-          organizationId: options.organizationId,
-          key: chargeKey,
-          amount: sum.cost,
-          reason: `sms campaign ${campaignId}`,
-        });
+        await billing.deduct(
+          {
+            organizationId: options.organizationId,
+            key: chargeKey,
+            amount: cost,
+            reason: `sms campaign ${campaignId}`,
+          },
+          correlation,
+        );
       } catch (error) {
+        const unanswered = !(
+          error instanceof InsufficientBalanceError ||
+          error instanceof ConflictError ||
+          error instanceof ValidationError
+        );
+        const failure =
+          error instanceof HeraldError
+            ? error
+            : new BillingUnavailableError(
+                `billing failed: ${errorMessage(error)}`,
+                { key: chargeKey },
+                error,
+              );
+        if (unanswered && options.idempotency) {
+          log.warn(
+            { err: error, key: chargeKey },
+            'billing did not answer the charge: the DRAFT is kept for a retry with the same Idempotency-Key',
+          );
+          throw new SuspendedOperation({ campaignId }, failure);
+        }
         await this.failUncharged(campaignId, options.organizationId, chargeKey, error, metaOption, log);
-        throw error instanceof InsufficientBalanceError || error instanceof BillingUnavailableError
-          ? error
-          : new BillingUnavailableError(`billing failed: ${errorMessage(error)}`, { key: chargeKey }, error);
+        throw failure;
       }
     }
     const idempotency = options.idempotency;
@@ -477,7 +555,7 @@ export class SmsCampaignService {
           type: 'ActivateCampaign',
           campaignId,
           now: at,
-          charge: { key: chargeKey, amount: sum.cost },
+          charge: { key: chargeKey, amount: cost },
         }),
         metaOption,
       );
@@ -487,15 +565,12 @@ export class SmsCampaignService {
       return result;
     });
     this.campaigns.signalAfterCommit([activated]);
+    const state = activated.state as ExistingCampaign;
     log.info(
-      {
-        recipients: sum.recipients,
-        totalCost: sum.cost,
-        status: (activated.state as ExistingCampaign).status,
-      },
+      { recipients: state.sms?.recipients, totalCost: cost, status: state.status },
       'sms campaign created and charged',
     );
-    return activated.state as ExistingCampaign;
+    return state;
   }
 
   /**
@@ -518,6 +593,7 @@ export class SmsCampaignService {
         organizationId,
         chargeKey,
         `campaign creation failed: ${errorMessage(cause)}`,
+        { correlationId: metaOption.meta?.correlationId },
       );
       reversed = true;
     } catch (error) {

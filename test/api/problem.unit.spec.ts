@@ -1,0 +1,62 @@
+/**
+ * One Retry-After for the whole API (seed 003's 2 s, src/api/problem.ts): every answer that asks the
+ * client to come back — 409 while the Idempotency-Key is in flight, 502 when billing did not answer,
+ * 503 when a dependency is down — carries the same value, whatever a thrown error's details say.
+ */
+import { describe, expect, it } from 'vitest';
+import { IN_PROGRESS_RETRY_AFTER_SECONDS } from '../../src/api/idempotency.js';
+import { problemFor, RETRY_AFTER_SECONDS } from '../../src/api/problem.js';
+import {
+  BillingUnavailableError,
+  DatabaseUnavailableError,
+  IdempotencyKeyError,
+  InsufficientBalanceError,
+  TransientError,
+} from '../../src/errors.js';
+
+const context = { requestId: 'req-1', instance: '/v1/campaigns' };
+
+describe('Retry-After', () => {
+  it("is the seed's 2 s, one value for every retryable answer", () => {
+    expect(RETRY_AFTER_SECONDS).toBe(2);
+    expect(IN_PROGRESS_RETRY_AFTER_SECONDS).toBe(RETRY_AFTER_SECONDS);
+    const cases = [
+      // Even an error that carries another value (or none) answers the one value.
+      new IdempotencyKeyError('IDEMPOTENCY_KEY_IN_USE', 'in flight', { retryAfterSeconds: 1 }),
+      new IdempotencyKeyError('IDEMPOTENCY_KEY_IN_USE', 'in flight'),
+      new BillingUnavailableError('billing did not answer', { key: 'campaign:x' }),
+      new DatabaseUnavailableError('down'),
+      new TransientError('too many streams'),
+    ];
+    expect(cases.map((error) => problemFor(error, context))).toEqual([
+      expect.objectContaining({ status: 409, headers: { 'retry-after': '2' } }),
+      expect.objectContaining({ status: 409, headers: { 'retry-after': '2' } }),
+      expect.objectContaining({ status: 502, headers: { 'retry-after': '2' } }),
+      expect.objectContaining({ status: 503, headers: { 'retry-after': '2' } }),
+      expect.objectContaining({ status: 503, headers: { 'retry-after': '2' } }),
+    ]);
+  });
+
+  it('is not sent where retrying the same request cannot help (402)', () => {
+    const mapped = problemFor(new InsufficientBalanceError('short', { balance: '1.0000' }), context);
+    expect(mapped.status).toBe(402);
+    expect(mapped.headers).toBeUndefined();
+    expect(mapped.problem).toMatchObject({ code: 'INSUFFICIENT_BALANCE', title: 'Payment Required' });
+  });
+
+  it('502 names billing, a fault the operator sees, without a driver message hidden', () => {
+    const mapped = problemFor(
+      new BillingUnavailableError('billing deduction of campaign:x failed: HTTP 503'),
+      context,
+    );
+    expect(mapped).toMatchObject({
+      status: 502,
+      fault: true,
+      problem: {
+        code: 'BILLING_UNAVAILABLE',
+        title: 'Bad Gateway',
+        type: 'urn:herald:problem:billing-unavailable',
+      },
+    });
+  });
+});
