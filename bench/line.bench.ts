@@ -146,8 +146,17 @@ interface RawResult {
   simulatorCpuMs: number;
 }
 
-/** The ceiling: the same chunks from memory, one SDK call at a time, no database. */
-async function runRaw(simulator: SimulatorProcess, chunkIds: readonly string[][]): Promise<RawResult> {
+/**
+ * The ceiling: the same chunks from memory, one SDK call at a time, no database. With `record`, each
+ * accepted chunk is also recorded before the next is sent, in one transaction of one insert through
+ * Herald's database adapter: the floor under any sender that records every chunk before the next one
+ * (ADR 0021's order), whatever else it does.
+ */
+async function runRaw(
+  simulator: SimulatorProcess,
+  chunkIds: readonly string[][],
+  record?: Database,
+): Promise<RawResult> {
   const client = new messagingApi.MessagingApiClient({
     baseURL: simulator.url,
     channelAccessToken: rawToken,
@@ -164,12 +173,26 @@ async function runRaw(simulator: SimulatorProcess, chunkIds: readonly string[][]
       lineRetryKey(campaignId, 1, chunk),
     );
     if (httpResponse.status !== 200) throw new Error(`raw: chunk ${chunk} answered ${httpResponse.status}`);
+    if (record) {
+      await record.transaction((tx) =>
+        tx.query(RECORD_CHUNK, [
+          campaignId,
+          chunk,
+          httpResponse.headers.get('x-line-request-id'),
+          to.length,
+          to[to.length - 1],
+        ]),
+      );
+    }
   }
   const ms = performance.now() - started;
   const cpu = process.cpuUsage(cpuBefore);
   const simulatorCpuMs = (await simulator.cpuMs()) - simulatorBefore;
   return { ms, clientCpuMs: (cpu.user + cpu.system) / 1000, simulatorCpuMs };
 }
+
+const RECORD_CHUNK = `
+  insert into bench_line_chunk (campaign_id, chunk, request_id, recipients, cursor) values ($1, $2, $3, $4, $5)`;
 
 /** The audience: created, filled through the directory in the API's pages of 10,000, sealed. */
 async function loadAudience(directory: LineDirectory): Promise<{ loadMs: number; sealMs: number }> {
@@ -233,20 +256,22 @@ async function statementsReport(db: Database): Promise<string[]> {
   const { rows } = await db.query<{
     query: string;
     calls: number;
-    total_ms: number;
-    mean_ms: number;
-    rows: number;
+    exec_ms: number;
+    plans: number;
+    plan_ms: number;
   }>(
-    `select regexp_replace(query, '\\s+', ' ', 'g') as query, calls::int, total_exec_time as total_ms,
-            mean_exec_time as mean_ms, rows::int
+    `select regexp_replace(query, '\\s+', ' ', 'g') as query, calls::int, total_exec_time as exec_ms,
+            plans::int, total_plan_time as plan_ms
        from pg_stat_statements
       where dbid = (select oid from pg_database where datname = current_database())
-      order by total_exec_time desc limit 15`,
+      order by total_exec_time + total_plan_time desc limit 12`,
   );
+  // Planning is counted with pg_stat_statements.track_planning = on (else 0).
+  const us = (ms: number, calls: number) => ((ms * 1000) / calls).toFixed(0).padStart(4);
   return rows.map(
     (r) =>
-      `${(r.calls / chunks).toFixed(2).padStart(7)} per chunk ${r.mean_ms.toFixed(3).padStart(8)} ms mean ` +
-      `${Math.round(r.total_ms).toString().padStart(6)} ms total ${r.query.slice(0, 110)}`,
+      `${(r.calls / chunks).toFixed(2).padStart(5)}/chunk exec ${us(r.exec_ms, r.calls)} µs ` +
+      `plan ${us(r.plan_ms, r.calls)} µs (${r.plans} plans) ${r.query.slice(0, 100)}`,
   );
 }
 
@@ -435,6 +460,15 @@ try {
   log(`raw (before): ${await verify(simulator, 'raw', RAW_CHANNEL)}`);
   await simulator.reset();
 
+  await database.db.query(
+    `create table bench_line_chunk (campaign_id uuid, chunk int, request_id text, recipients int, cursor text,
+                                    recorded_at timestamptz not null default now(), primary key (campaign_id, chunk))`,
+  );
+  const floor = await runRaw(simulator, chunkIds, database.db);
+  log(describeRaw('raw + record (the floor of recording each chunk before the next)', floor));
+  log(`raw + record: ${await verify(simulator, 'raw + record', RAW_CHANNEL)}`);
+  await simulator.reset();
+
   const herald = await runHerald(database, simulator, directory);
   const t = herald.times;
   const heraldMs = t.last_chunk_ms - t.due_ms;
@@ -471,6 +505,7 @@ try {
   summary.push(
     `herald recipients/s=${heraldRate} (${members} members, due → last chunk recorded, scanner + relay + worker)`,
     `raw recipients/s=${rawRate} (the SDK from memory, no database; mean of ${perSec(members, rawBefore.ms)} before and ${perSec(members, rawAfter.ms)} after)`,
+    `raw+record recipients/s=${perSec(members, floor.ms)} (the same calls, each chunk recorded in a one-insert transaction before the next; herald/floor ${(heraldRate / perSec(members, floor.ms)).toFixed(2)})`,
     `worker peak_rss_mb=${herald.workerPeakMb.toFixed(1)} idle_rss_mb=${herald.workerIdleMb.toFixed(1)} (goal ≤ 150)`,
     `rate limits: ${perSecond}/s multicast calls on both sides and at the simulator (not the bottleneck); load avg ${load()}`,
     `ratio=${(heraldRate / rawRate).toFixed(2)}`,
