@@ -144,13 +144,22 @@ export function lineDelivery(
     const audienceId = s.audienceId;
     const multicast = castType === 'multicast';
 
+    /** The campaign as this delivery's last step left it: the next step decides on it without a load. */
+    let held: { streamId: string; state: CampaignState; version: number } | null = null;
     const step = async (next: LineDeliveryStep): Promise<Dispatching> => {
+      const command = (now: Date): CampaignCommand => ({
+        type: 'AdvanceLineDelivery',
+        campaignId,
+        epoch: claim.epoch,
+        now,
+        step: next,
+      });
       try {
-        const result = await commands.handle(
-          campaignId,
-          (now) => ({ type: 'AdvanceLineDelivery', campaignId, epoch: claim.epoch, now, step: next }),
-          { meta },
-        );
+        // Guarded by the held version: a campaign changed meanwhile (a heartbeat, a pause) is loaded again.
+        const result = held
+          ? await commands.handleFrom(held, command, { meta })
+          : await commands.handle(campaignId, command, { meta });
+        held = { streamId: campaignId, state: result.state, version: result.version };
         return result.state as Dispatching;
       } catch (error) {
         if (error instanceof IllegalStateError) throw new ClaimRevoked(error.message);
