@@ -12,13 +12,20 @@
  *           as Herald's delivery does, each with its own X-Line-Retry-Key, through a LineRateLimiter
  *           with the same rate as the worker's. The ids are in memory before the clock starts. Run
  *           before and after Herald's run (the ratio is against their mean).
+ *   raw + record  the same, and each chunk recorded before the next in a transaction of one insert
+ *           through Herald's database adapter: the floor under any sender that, as ADR 0021 requires,
+ *           records chunk k before it sends chunk k + 1 (printed, not part of the ratio).
  *   herald  a multicast campaign created and scheduled through CampaignService (2 s ahead), claimed by
  *           `herald scanner`, published by `herald relay` to line_multicast_rich_message and delivered
  *           by `herald worker` (each its own process, from source as `node --import tsx src/main.ts
  *           <role>`, or with --worker-from dist the worker as the image runs it, `node dist/main.js`):
- *           plan, then per chunk a keyset page of the sealed audience, the call, and the chunk's
- *           AdvanceLineDelivery transaction, then the completion. The time runs from the campaign's due
- *           time (start_at) to the last chunk's record, both from the database clock.
+ *           plan, then per chunk the call and the chunk's AdvanceLineDelivery transaction (the audience's
+ *           ids read ten chunks at a time, ahead, while a chunk is in flight), then the completion. The
+ *           time runs from the campaign's due time (start_at) to the last chunk's record, both from the
+ *           database clock. Also printed: CPU per chunk of the worker, its PostgreSQL backends and the
+ *           simulator (/proc), and with --statements every statement's executions and server time per
+ *           chunk (pg_stat_statements: needs shared_preload_libraries = pg_stat_statements; planning
+ *           time with pg_stat_statements.track_planning = on).
  *
  * The LINE test server (`startLineSimulator`, what `herald line-simulator` runs) is a process of its
  * own with two channels, one per side, each counting its receipts; it validates every request against
@@ -30,7 +37,8 @@
  *
  * Peak worker RSS is the worker's VmHWM from /proc (the kernel's high-water mark), read before it is
  * stopped; VmRSS is also sampled every 100 ms, and its value once the worker is idle and ready is the
- * baseline. Setup (the audience load, through LineDirectory.addMembers in pages of 10,000, the API's
+ * baseline. --worker-node-flags go to the worker's node (e.g. --max-old-space-size=96, or --cpu-prof
+ * --cpu-prof-dir=<dir> for a V8 profile). Setup (the audience load, through LineDirectory.addMembers in pages of 10,000, the API's
  * page size) is timed and printed but is not part of either side. Last line: ratio=<herald/raw>.
  * Needs PostgreSQL and RabbitMQ (npm run bench:line starts them). The relay publishes to the real
  * LINE queues: the benchmark refuses to start while anything consumes them and purges them.
