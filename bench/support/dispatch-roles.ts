@@ -33,6 +33,8 @@ export interface RoleProcess {
   readonly ready: Promise<void>;
   /** Log lines at level warn or above, as they came (printed by the benchmark). */
   readonly problems: string[];
+  /** True once the process ended. */
+  readonly exited: boolean;
   /** CPU time (user + system) the process used so far, in ms, from /proc/<pid>/stat. */
   cpuMs(): number;
   stop(): Promise<void>;
@@ -53,10 +55,23 @@ export interface RoleEnvironment {
   traceDirectory?: string;
 }
 
-export function startRole(role: RoleName, index: number, environment: RoleEnvironment): RoleProcess {
+export function startRole(
+  role: RoleName,
+  index: number,
+  environment: RoleEnvironment,
+  /**
+   * `main`: a compiled entry (dist/main.js) run without the tsx loader, as the image runs `herald`;
+   * `nodeFlags`: flags for node itself (e.g. --cpu-prof, --max-old-space-size=…).
+   */
+  options: { main?: string; nodeFlags?: readonly string[] } = {},
+): RoleProcess {
   const name = `bench-${role}-${index}`;
   const trace = environment.traceDirectory ? ['--import', TRACE_PRELOAD] : [];
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', ...trace, MAIN, role], {
+  const flags = options.nodeFlags ?? [];
+  const argv = options.main
+    ? [...flags, ...trace, options.main, role]
+    : [...flags, '--import', 'tsx', ...trace, MAIN, role];
+  const child: ChildProcess = spawn(process.execPath, argv, {
     env: {
       ...process.env,
       DATABASE_URL: environment.databaseUrl,
@@ -99,6 +114,9 @@ export function startRole(role: RoleName, index: number, environment: RoleEnviro
     pid: child.pid!,
     ready,
     problems,
+    get exited() {
+      return exited;
+    },
     cpuMs() {
       // The command is in parentheses; utime and stime are fields 14 and 15 of the line.
       const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');

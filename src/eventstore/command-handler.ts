@@ -105,6 +105,99 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
   }
 
   /**
+   * Runs a command against a state the caller holds — what its previous command on this stream returned
+   * — without loading the row again: a writer that drives one stream step by step (the LINE delivery
+   * records every chunk) saves a round trip per step. The row's update, guarded by the held version, is
+   * the first write and takes the row lock (every writer's lock order: state row, then event), so a row
+   * that moved on meanwhile (a heartbeat, a pause) is a ConcurrencyError before anything is written;
+   * then, and when the held state decides nothing or refuses the command, it runs as `handle` runs it,
+   * from a fresh load, and that decision stands.
+   */
+  async handleFrom(
+    held: LoadedStream<State>,
+    makeCommand: (now: Date) => Command,
+    options: Pick<CommandOptions, 'meta'> = {},
+  ): Promise<CommandResult<State, Event>> {
+    let result: CommandResult<State, Event> | null;
+    try {
+      result = await this.deps.db.transaction((tx) =>
+        tracingOn()
+          ? inSpan(
+              `command ${this.aggregate.streamType}`,
+              { attributes: { 'herald.stream': `${this.aggregate.streamType}/${held.streamId}` } },
+              () =>
+                this.decideAndWriteFrom(tx, held, makeCommand, {
+                  meta: { traceparent: currentTraceparent(), ...options.meta },
+                }),
+            )
+          : this.decideAndWriteFrom(tx, held, makeCommand, options),
+      );
+    } catch (error) {
+      if (!(error instanceof ConcurrencyError)) throw error;
+      result = null;
+    }
+    if (result === null) return this.handle(held.streamId, makeCommand, options);
+    this.signalAfterCommit([result]);
+    return result;
+  }
+
+  /** handleFrom's transaction; null when the held state cannot decide it (the caller loads afresh). */
+  private async decideAndWriteFrom(
+    tx: SqlClient,
+    held: LoadedStream<State>,
+    makeCommand: (now: Date) => Command,
+    options: Pick<CommandOptions, 'meta'>,
+  ): Promise<CommandResult<State, Event> | null> {
+    const { decider, store, streamType } = this.aggregate;
+    const { streamId, version } = held;
+    const now = await databaseNow(tx);
+    let events: Event[];
+    try {
+      events = decider.decide(makeCommand(now), held.state);
+    } catch {
+      return null;
+    }
+    if (events.length === 0) return null;
+    const states: State[] = [];
+    let state = held.state;
+    for (const event of events) {
+      state = decider.evolve(state, event);
+      states.push(state);
+    }
+    // Guarded by the held version; throws ConcurrencyError (nothing written) when the row moved on.
+    await store.save(tx, streamId, state, version + events.length, version);
+    const meta: EventMeta = { correlationId: randomUUID(), pod: this.deps.pod, ...options.meta };
+    const appended = await appendEvents(
+      tx,
+      events.map((event, index) => ({
+        streamType,
+        streamId,
+        version: version + index + 1,
+        type: event.type,
+        data: event.data,
+        meta,
+      })),
+    );
+    const outbox: NewOutboxMessage[] = [];
+    for (const [index, event] of events.entries()) {
+      const after = states[index]!;
+      const specs =
+        this.aggregate.messagesFor?.({ streamId, event, state: after, version: version + index + 1 }) ?? [];
+      const origin = {
+        eventPosition: appended[index]!.position,
+        eventType: event.type,
+        streamType,
+        streamId,
+        meta,
+        organizationId: organizationOf(this.aggregate, after),
+      };
+      outbox.push(...toOutboxRows(origin, specs));
+    }
+    await writeOutbox(tx, outbox);
+    return { streamId, now, events, appended, state, version: version + events.length, outbox };
+  }
+
+  /**
    * The wake-ups a committed transaction owes: the relay when it wrote outbox rows, the scanners when
    * it left a state due within the wake horizon. Callers of the *InTransaction forms call this after
    * their own commit; `handle` does it itself.

@@ -159,4 +159,98 @@ describe('command handler: one transaction per transition (invariant 1)', () => 
     const state = await ledger.store.load(t.db, 'l-5');
     expect(state).toEqual({ state: { status: 'open', balance: 8 }, version: 9 });
   });
+  it('handleFrom decides on the state the caller holds without loading it; a row that moved on is loaded again', async () => {
+    const handler = new CommandHandler({ db: t.db });
+    const commands = handler.for(ledger);
+    let loads = 0;
+    const counting = handler.for({
+      ...ledger,
+      store: {
+        ...ledger.store,
+        load: (...args: Parameters<typeof ledger.store.load>) => {
+          loads++;
+          return ledger.store.load(...args);
+        },
+      },
+    });
+    const opened = await commands.handle('l-6', (now) => ({ type: 'Open', now }));
+    const credited = await counting.handleFrom(
+      { streamId: 'l-6', state: opened.state, version: opened.version },
+      (now) => ({ type: 'Credit', amount: 2, now }),
+    );
+    expect(loads).toBe(0);
+    expect(credited).toMatchObject({ version: 2, state: { status: 'open', balance: 2 } });
+    expect(credited.outbox).toHaveLength(1);
+
+    // Another writer meanwhile: the held version is stale, so the command runs from a fresh load.
+    await commands.handle('l-6', (now) => ({ type: 'Credit', amount: 5, now }));
+    const again = await counting.handleFrom(
+      { streamId: 'l-6', state: credited.state, version: credited.version },
+      (now) => ({ type: 'Credit', amount: 1, now }),
+    );
+    expect(loads).toBe(1);
+    expect(again).toMatchObject({ version: 4, state: { status: 'open', balance: 8 } });
+    expect(await counts('l-6')).toEqual({ events: 4, outbox: 3, states: 1 });
+
+    // A held state that would accept what the current one refuses: the current one's refusal stands.
+    await commands.handle('l-6', (now) => ({ type: 'Close', now }));
+    await expect(
+      counting.handleFrom({ streamId: 'l-6', state: again.state, version: again.version }, (now) => ({
+        type: 'Credit',
+        amount: 1,
+        now,
+      })),
+    ).rejects.toBeInstanceOf(IllegalStateError);
+    expect(await counts('l-6')).toEqual({ events: 5, outbox: 3, states: 1 });
+    const events = await readStream(t.db, 'ledger', 'l-6');
+    expect(
+      fold(
+        ledgerDecider,
+        events.map((e) => ({ type: e.type, data: e.data }) as LedgerEvent),
+      ),
+    ).toEqual((await ledger.store.load(t.db, 'l-6'))!.state);
+  });
+
+  it('handleFrom racing a writer that holds the row lock waits for the row, then decides from a fresh load (no deadlock)', async () => {
+    const commands = new CommandHandler({ db: t.db }).for(ledger);
+    const opened = await commands.handle('l-7', (now) => ({ type: 'Open', now }));
+    let release!: () => void;
+    let locked!: () => void;
+    const rowLocked = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    // Another writer in the common lock order: the row, then its event, then the row update; it commits late.
+    const holding = t.db.transaction(async (tx) => {
+      await ledger.store.load(tx, 'l-7', { forUpdate: true });
+      await appendEvents(tx, [
+        {
+          streamType: 'ledger',
+          streamId: 'l-7',
+          version: 2,
+          type: 'Credited',
+          data: { amount: 10 },
+          meta: {},
+        },
+      ]);
+      await ledger.store.save(tx, 'l-7', { status: 'open', balance: 10 }, 2, 1);
+      locked();
+      await new Promise<void>((resolve) => {
+        release = resolve;
+      });
+    });
+    await rowLocked;
+    const racing = commands.handleFrom(
+      { streamId: 'l-7', state: opened.state, version: opened.version },
+      (now) => ({
+        type: 'Credit',
+        amount: 1,
+        now,
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    release();
+    await holding;
+    expect(await racing).toMatchObject({ version: 3, state: { status: 'open', balance: 11 } });
+    expect(await counts('l-7')).toEqual({ events: 3, outbox: 1, states: 1 });
+  });
 });

@@ -14,7 +14,10 @@ import {
   type LineOutcome,
   lineMessagingApi,
 } from '../../src/adapters/line/messaging-api.js';
-import { lineDeliveryHandler } from '../../src/aggregates/campaign/line/delivery.js';
+import {
+  type LineDeliveryDirectory,
+  lineDeliveryHandler,
+} from '../../src/aggregates/campaign/line/delivery.js';
 import { LineRateLimiter } from '../../src/aggregates/campaign/line/rate-limit.js';
 import type { LineSettings } from '../../src/aggregates/campaign/line/settings.js';
 import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
@@ -77,6 +80,8 @@ function losingAnswers(port: LineMessagingPort, lose: (call: LineCall) => boolea
 function deliveryHandler(
   options: {
     messaging?: LineMessagingPort;
+    directory?: LineDeliveryDirectory;
+    chunksPerRead?: number;
     limits?: Partial<LineSettings['rateLimits']>;
     logger?: Logger;
     /** An injected clock for the rate limiter and the throttle waits (sleeping advances it). */
@@ -88,7 +93,7 @@ function deliveryHandler(
     handler: new CommandHandler({ db: t.db }),
     logger: options.logger ?? silentLogger,
     messaging: options.messaging ?? lineMessagingApi({ baseUrl: simulator.url, timeoutMs: 2_000 }),
-    directory: world.directory,
+    directory: options.directory ?? world.directory,
     rateLimiter: new LineRateLimiter({
       limits: { ...settings.rateLimits, ...options.limits },
       ...(options.clock ?? {}),
@@ -96,6 +101,7 @@ function deliveryHandler(
     settings: { maxThrottleWaitMs: options.maxThrottleWaitMs ?? 5_000 },
     heartbeatMs: 60_000,
     ...(options.clock ? { sleep: options.clock.sleep } : {}),
+    ...(options.chunksPerRead ? { chunksPerRead: options.chunksPerRead } : {}),
   });
 }
 
@@ -168,6 +174,95 @@ describe('LINE delivery', () => {
     expect(accepted.map((e) => (e.data as { requestId: string }).requestId)).toEqual(
       stats.requests.map((r) => r.requestId),
     );
+  });
+
+  describe.each([
+    {
+      chunksPerRead: 1,
+      // Chunk k + 1's ids are read while chunk k is in flight (before its answer), each once.
+      order: [
+        'read 0 (500)',
+        'read 1 (500)',
+        'send 0',
+        'answer 0',
+        'read 2 (500)',
+        'send 1',
+        'answer 1',
+        'send 2',
+        'answer 2',
+      ],
+    },
+    {
+      chunksPerRead: 2,
+      order: [
+        'read 0 (1000)',
+        'send 0',
+        'answer 0',
+        'read 1 (500)',
+        'send 1',
+        'answer 1',
+        'send 2',
+        'answer 2',
+      ],
+    },
+    {
+      // The default: one read for up to ten chunks.
+      chunksPerRead: undefined,
+      order: ['read 0 (1500)', 'send 0', 'answer 0', 'send 1', 'answer 1', 'send 2', 'answer 2'],
+    },
+  ])('audience ids read $chunksPerRead chunk(s) at a time', ({ chunksPerRead, order: expected }) => {
+    it('the next chunks’ ids are read ahead while a chunk is in flight; each chunk is sent only once the one before is recorded', async () => {
+      const c = await dispatching();
+      const order: string[] = [];
+      const recordedAtSend: number[] = [];
+      let reads = 0;
+      const directory: LineDeliveryDirectory = {
+        tokenFor: (lineOaId) => world.directory.tokenFor(lineOaId),
+        invalidateToken: (lineOaId) => world.directory.invalidateToken(lineOaId),
+        sealedAudienceSize: (audienceId, organizationId) =>
+          world.directory.sealedAudienceSize(audienceId, organizationId),
+        membersPage: (audienceId, after, limit) => {
+          order.push(`read ${reads++} (${limit})`);
+          return world.directory.membersPage(audienceId, after, limit);
+        },
+      };
+      const api = lineMessagingApi({ baseUrl: simulator.url });
+      const chunkOf = (retryKey: string) =>
+        [0, 1, 2].find((k) => lineRetryKey(c.campaignId, 1, k) === retryKey)!;
+      const messaging: LineMessagingPort = {
+        ...api,
+        multicast: async (call) => {
+          const k = chunkOf(call.retryKey);
+          order.push(`send ${k}`);
+          recordedAtSend.push((await get(c.campaignId)).line!.progress.chunksDone);
+          const outcome = await api.multicast(call);
+          order.push(`answer ${k}`);
+          return outcome;
+        },
+      };
+      await deliver(
+        deliveryHandler({ messaging, directory, ...(chunksPerRead ? { chunksPerRead } : {}) }),
+        c.campaignId,
+      );
+
+      const done = await get(c.campaignId);
+      expect(done.status).toBe('COMPLETED');
+      expect(order).toEqual(expected);
+      // Chunk k goes only once chunks 0 … k − 1 are recorded.
+      expect(recordedAtSend).toEqual([0, 1, 2]);
+      // The chunks are the plan's however the ids were read: 500, 500, 234 after each recorded cursor.
+      const chunks = (await eventsOf(c.campaignId))
+        .filter((e) => e.type === 'LineChunkAccepted')
+        .map((e) => e.data as { recipients: number; cursor: string });
+      expect(chunks.map((d) => [d.recipients, d.cursor])).toEqual([
+        [500, lineUserId(499)],
+        [500, lineUserId(999)],
+        [234, lineUserId(1_233)],
+      ]);
+      const stats = simulator.stats(world.channelId);
+      expect(stats.distinctRecipients).toBe(1_234);
+      expect(stats.usersReceivedMoreThanOnce).toBe(0);
+    });
   });
 
   it('a broadcast and a narrowcast are one call each', async () => {

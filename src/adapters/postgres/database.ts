@@ -174,21 +174,36 @@ class PgDatabase implements Database {
       broken = error;
     };
     client.on('error', onError);
+    // BEGIN goes with the transaction's first statement: in one round trip when that statement has no
+    // parameters (a simple query of both, as the command handler's `select now()` is), else just before
+    // it. A transaction that runs no statement sends neither BEGIN nor COMMIT.
+    let begun: Promise<unknown> | null = null;
     try {
-      await client.query('begin');
       const prepare = this.prepare;
       const tx: SqlClient = {
         async query<Row>(text: string, values?: readonly unknown[]) {
+          if (begun === null) {
+            if (!values || values.length === 0) {
+              const merged = client.query(`begin; ${text}`) as unknown as Promise<pg.QueryResult[]>;
+              begun = merged;
+              const results = await merged;
+              const result = results[results.length - 1]!;
+              return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
+            }
+            begun = client.query('begin');
+          }
+          // Statements issued meanwhile wait for BEGIN too, and go in the order they were issued.
+          await begun;
           const result = await client.query(named(text, values, prepare));
           return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
         },
       };
       const result = await work(tx);
-      await client.query('commit');
+      if (begun !== null) await client.query('commit');
       return result;
     } catch (error) {
       try {
-        await client.query('rollback');
+        if (begun !== null) await client.query('rollback');
       } catch (rollbackError) {
         broken = rollbackError;
       }

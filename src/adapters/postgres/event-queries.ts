@@ -1,7 +1,7 @@
 /**
- * Event log queries. Appends are batched through unnest() and guarded by the unique
- * (stream_type, stream_id, version) constraint: a second writer with the same expected version
- * violates it and gets ConcurrencyError (invariant 1). Log reads stay below
+ * Event log queries. Appends are batched through unnest() (a single event: a plain insert) and guarded
+ * by the unique (stream_type, stream_id, version) constraint: a second writer with the same expected
+ * version violates it and gets ConcurrencyError (invariant 1). Log reads stay below
  * pg_snapshot_xmin(pg_current_snapshot()) and follow (tx, position), so an event whose transaction
  * took its position early but commits late is never skipped by a follower.
  */
@@ -15,6 +15,12 @@ export const APPEND_EVENTS = `
   select stream_type, stream_id, version, type, data, meta
     from unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[], $6::jsonb[])
       as appended(stream_type, stream_id, version, type, data, meta)
+  returning position, stream_type, stream_id, version, recorded_at`;
+
+/** One event (a single command's append): plain parameters, no array per column for the server to parse. */
+export const APPEND_EVENT = `
+  insert into event (stream_type, stream_id, version, type, data, meta)
+  values ($1, $2, $3::int, $4, $5::jsonb, $6::jsonb)
   returning position, stream_type, stream_id, version, recorded_at`;
 
 export const STREAM_VERSION = `
@@ -104,20 +110,37 @@ const toStoredEvent = (row: EventRow): StoredEvent => ({
 export async function appendEvents(sql: SqlClient, events: readonly NewEvent[]): Promise<AppendedEvent[]> {
   if (events.length === 0) return [];
   try {
+    const [text, values]: [string, unknown[]] =
+      events.length === 1
+        ? [
+            APPEND_EVENT,
+            [
+              events[0]!.streamType,
+              events[0]!.streamId,
+              events[0]!.version,
+              events[0]!.type,
+              JSON.stringify(events[0]!.data),
+              JSON.stringify(events[0]!.meta),
+            ],
+          ]
+        : [
+            APPEND_EVENTS,
+            [
+              events.map((e) => e.streamType),
+              events.map((e) => e.streamId),
+              events.map((e) => e.version),
+              events.map((e) => e.type),
+              events.map((e) => JSON.stringify(e.data)),
+              events.map((e) => JSON.stringify(e.meta)),
+            ],
+          ];
     const { rows } = await sql.query<{
       position: number;
       stream_type: string;
       stream_id: string;
       version: number;
       recorded_at: Date;
-    }>(APPEND_EVENTS, [
-      events.map((e) => e.streamType),
-      events.map((e) => e.streamId),
-      events.map((e) => e.version),
-      events.map((e) => e.type),
-      events.map((e) => JSON.stringify(e.data)),
-      events.map((e) => JSON.stringify(e.meta)),
-    ]);
+    }>(text, values);
     const byKey = new Map(
       rows.map((row) => [`${row.stream_type}\u0000${row.stream_id}\u0000${row.version}`, row]),
     );

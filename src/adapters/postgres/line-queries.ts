@@ -113,10 +113,21 @@ export const SEAL_LINE_AUDIENCE = `
    where audience_id = $1 and organization_id = $2 and sealed_at is null and members > 0
   returning ${AUDIENCE_COLUMNS}`;
 
-/** A keyset page of an audience's user ids in byte order (the chunk cursor's order). */
-export const LINE_AUDIENCE_MEMBERS_PAGE = `
+/**
+ * Keyset pages of an audience's user ids in byte order (the chunk cursor's order): the first page, and
+ * the page after a cursor. Two statements rather than one with `($2 is null or user_id > $2)`: both are
+ * prepared statements, and that OR has no index condition in a generic plan (PostgreSQL reads the whole
+ * audience up to the cursor and filters, O(members) per page), so the planner had to re-plan it on every
+ * execution to stay on the primary key's range; each of these is a range scan of that index as it stands.
+ */
+export const LINE_AUDIENCE_FIRST_MEMBERS = `
   select user_id from line_audience_member
-   where audience_id = $1 and ($2::text is null or user_id > $2::text collate "C")
+   where audience_id = $1
+   order by user_id collate "C" limit $2`;
+
+export const LINE_AUDIENCE_MEMBERS_AFTER = `
+  select user_id from line_audience_member
+   where audience_id = $1 and user_id > $2::text collate "C"
    order by user_id collate "C" limit $3`;
 
 export async function upsertLineChannel(
@@ -251,10 +262,9 @@ export async function lineAudienceMembersPage(
   after: string | null,
   limit: number,
 ): Promise<string[]> {
-  const { rows } = await sql.query<{ user_id: string }>(LINE_AUDIENCE_MEMBERS_PAGE, [
-    audienceId,
-    after,
-    limit,
-  ]);
+  const { rows } =
+    after === null
+      ? await sql.query<{ user_id: string }>(LINE_AUDIENCE_FIRST_MEMBERS, [audienceId, limit])
+      : await sql.query<{ user_id: string }>(LINE_AUDIENCE_MEMBERS_AFTER, [audienceId, after, limit]);
   return rows.map((row) => row.user_id);
 }

@@ -13,7 +13,6 @@ import { z } from 'zod';
 import type { LineMessagingPort, LineOutcome } from '../../../adapters/line/messaging-api.js';
 import type { LineDeliveryStep } from '../../../domain/campaign/commands.js';
 import {
-  LINE_MULTICAST_MAX,
   lineDeliveryDone,
   lineRetryKey,
   nextChunkKeyExpired,
@@ -39,6 +38,7 @@ import {
 } from '../../../worker/fenced-handler.js';
 import { campaignAggregate, type LineDispatchPayload } from '../descriptor.js';
 import { LINE_DELIVERY_CONSUMER } from '../topology.js';
+import { ChunkPages } from './chunk-pages.js';
 import type { LineEndpoint, LineRateLimiter } from './rate-limit.js';
 import type { LineSettings } from './settings.js';
 
@@ -69,6 +69,8 @@ export interface LineDeliveryDeps {
   settings: Pick<LineSettings, 'maxThrottleWaitMs'>;
   heartbeatMs?: number;
   sleep?: (ms: number) => Promise<void>;
+  /** Chunks of audience ids one read fetches (default LINE_CHUNKS_PER_READ). */
+  chunksPerRead?: number;
 }
 
 /** A 429 without Retry-After waits this long, doubling up to the throttle cap. */
@@ -142,13 +144,22 @@ export function lineDelivery(
     const audienceId = s.audienceId;
     const multicast = castType === 'multicast';
 
+    /** The campaign as this delivery's last step left it: the next step decides on it without a load. */
+    let held: { streamId: string; state: CampaignState; version: number } | null = null;
     const step = async (next: LineDeliveryStep): Promise<Dispatching> => {
+      const command = (now: Date): CampaignCommand => ({
+        type: 'AdvanceLineDelivery',
+        campaignId,
+        epoch: claim.epoch,
+        now,
+        step: next,
+      });
       try {
-        const result = await commands.handle(
-          campaignId,
-          (now) => ({ type: 'AdvanceLineDelivery', campaignId, epoch: claim.epoch, now, step: next }),
-          { meta },
-        );
+        // Guarded by the held version: a campaign changed meanwhile (a heartbeat, a pause) is loaded again.
+        const result = held
+          ? await commands.handleFrom(held, command, { meta })
+          : await commands.handle(campaignId, command, { meta });
+        held = { streamId: campaignId, state: result.state, version: result.version };
         return result.state as Dispatching;
       } catch (error) {
         if (error instanceof IllegalStateError) throw new ClaimRevoked(error.message);
@@ -181,20 +192,24 @@ export function lineDelivery(
       let first = true;
       let throttleWaitMs = THROTTLE_BACKOFF_MS;
       let reauthenticated = false;
-      let page: string[] | null = null;
+      const pages = multicast
+        ? new ChunkPages(
+            (after, limit) => deps.directory.membersPage(audienceId!, after, limit),
+            deps.chunksPerRead,
+          )
+        : null;
 
       while (!lineDeliveryDone(s.line!)) {
         const progress = s.line!.progress;
         const chunk = progress.chunksDone;
-        page ??= multicast
-          ? await deps.directory.membersPage(audienceId!, progress.cursor, LINE_MULTICAST_MAX)
-          : null;
+        const page = pages === null ? null : await pages.page(progress.cursor, plan.chunks - chunk);
         if (page !== null && page.length === 0) {
           throw new PermanentError(
             `audience ${audienceId} has no members after ${progress.cursor}: it changed after sealing`,
           );
         }
-        const members = page === null ? null : { recipients: page.length, cursor: page[page.length - 1]! };
+        const members: { recipients: number; cursor: string } | null =
+          page === null ? null : { recipients: page.length, cursor: page[page.length - 1]! };
         if (first && nextChunkKeyExpired(s.line!, startedAt)) {
           s = await step({
             type: 'unconfirmed',
@@ -203,7 +218,7 @@ export function lineDelivery(
             cursor: members?.cursor ?? null,
           });
           log.warn({ chunk }, 'LINE chunk given up as unconfirmed: its retry key may have expired');
-          page = null;
+          if (page !== null) pages!.done(page);
           continue;
         }
         first = false;
@@ -215,6 +230,8 @@ export function lineDelivery(
             `LINE channel ${lineOaId}'s ${endpoint} rate leaves no slot for chunk ${chunk} within ${deps.settings.maxThrottleWaitMs} ms (next in ${Math.ceil(busyFor)} ms)`,
           );
         }
+        // The next chunks' ids are read while this one is in flight (only read: sent after it is recorded).
+        if (page !== null) pages!.readAhead(page, plan.chunks - chunk - 1);
         const call = {
           token,
           retryKey: lineRetryKey(campaignId, plan.epoch, chunk),
@@ -226,6 +243,8 @@ export function lineDelivery(
             : castType === 'narrowcast'
               ? await deps.messaging.narrowcast({ ...call, audienceGroupId: Number(audienceId) })
               : await deps.messaging.multicast({ ...call, to: page! });
+        // No read in flight while recording: a delivery holds one pooled connection beside its inbox one.
+        await pages?.settled();
 
         if (outcome.kind === 'accepted' || outcome.kind === 'duplicate') {
           s = await step({
@@ -244,7 +263,7 @@ export function lineDelivery(
             },
             outcome.kind === 'duplicate' ? 'LINE chunk already accepted (409)' : 'LINE chunk accepted',
           );
-          page = null;
+          if (page !== null) pages!.done(page);
           throttleWaitMs = THROTTLE_BACKOFF_MS;
           reauthenticated = false;
           continue;
