@@ -113,7 +113,8 @@ describe('sms-gateway SIGKILLed mid-campaign', () => {
         }
         expect(await world.final(campaignId, TIMEOUT_MS)).toBe('PARTIAL');
         // SIGTERM: the last gateway unbinds its two binds cleanly and exits 0.
-        expect(await gateway.stop(30_000)).toBe(0);
+        const stopped = await gateway.stop(30_000);
+        expect(stopped, `gateway output: ${gateway.output().slice(-4000)}`).toBe(0);
         expect(world.smsc.stats.unbinds).toBe(2);
         const money = await waitFor(
           async () => {
@@ -161,4 +162,30 @@ describe('sms-gateway SIGKILLed mid-campaign', () => {
     },
     TIMEOUT_MS + 120_000,
   );
+
+  it('SIGTERM while the submit consumer cannot join its group yet: the binds unbind and the process exits 0', async () => {
+    const world = await smppWorld(t, kafka, { gateway: false, smsc: { binds: { transceivers: 1 } } });
+    // Nothing listens on port 9: the consumer keeps connecting while the bind is up (as it does while a
+    // group waits for dead members' sessions to end).
+    const gateway = spawnHerald(['sms-gateway'], {
+      ...world.env,
+      DATABASE_URL: t.url,
+      HERALD_SCHEMA: t.schema,
+      KAFKA_BROKERS: '127.0.0.1:9',
+      AMQP_URL: '',
+      HERALD_LOG_LEVEL: 'info',
+      HERALD_METRICS_HOST: '127.0.0.1',
+      HERALD_METRICS_PORT: '0',
+    });
+    try {
+      await waitFor(() => world.smsc.stats.binds >= 1, { timeoutMs: 30_000, what: 'the gateway bound' });
+      const code = await gateway.stop(30_000);
+      expect(code, `gateway output: ${gateway.output().slice(-4000)}`).toBe(0);
+      expect(gateway.output()).toContain('stopped before the submit consumer joined');
+      expect(world.smsc.stats.unbinds).toBe(1);
+    } finally {
+      await gateway.stop(5_000);
+      await world.stop();
+    }
+  }, 90_000);
 });

@@ -216,6 +216,11 @@ export const smsGatewayRole: RoleDefinition<SmsGatewayConfig> = {
         'sms gateway started',
       );
       await aborted(signal);
+    } catch (error) {
+      // SIGTERM while the consumer was still joining its group (a group whose old members died waits for
+      // their sessions to end; the binds may have been sending meanwhile): a clean stop, exit 0.
+      if (!signal.aborted) throw error;
+      logger.info({ err: errorMessage(error) }, 'stopped before the submit consumer joined');
     } finally {
       await gateway.stop();
       logger.info({ smscs: gateway.status(), ...gateway.stats }, 'sms gateway stopped');
