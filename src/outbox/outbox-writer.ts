@@ -4,11 +4,12 @@
  * the aggregate derives from what the message is (`derivedMessageId`, e.g. "the claim of campaign X at
  * epoch 3"), so stale recovery can find a claim's message from the claim alone. The relay, never
  * business code, publishes it (invariant 2). Standard headers carry the ids every consumer and log
- * line needs: message id, event type, stream, correlation id.
+ * line needs: message id, event type, stream, correlation id. A process that publishes its own rows
+ * writes them leased to itself (ADR 0024); the relay takes whatever it does not mark.
  */
 import { randomUUID } from 'node:crypto';
 import { v5 as uuidV5 } from 'uuid';
-import { insertOutbox } from '../adapters/postgres/outbox-queries.js';
+import { insertOutbox, insertOutboxLeased } from '../adapters/postgres/outbox-queries.js';
 import { HEADER, type Headers } from '../messaging/headers.js';
 import type { SqlClient } from '../ports/database.js';
 import type { EventMeta } from '../ports/events.js';
@@ -80,8 +81,16 @@ export function toOutboxRows(origin: MessageOrigin, specs: readonly OutboxMessag
   }));
 }
 
-/** Writes outbox rows inside `tx`. Returns how many were written, so callers know to wake the relay. */
+/**
+ * Writes outbox rows inside `tx`. Returns how many were written, so callers know to wake the relay.
+ * In a process that publishes its own rows (ADR 0024), the unordered rows for its sinks are written
+ * leased to it and published once `tx` commits; ordered rows always wait for a relay, whose claim alone
+ * knows whether a row heads its key (ADR 0007).
+ */
 export async function writeOutbox(tx: SqlClient, rows: readonly NewOutboxMessage[]): Promise<number> {
-  await insertOutbox(tx, rows);
+  const inline = tx.inlineOutbox;
+  const leased = inline?.accepting ? rows.map((row) => !row.ordered && inline.sinks.includes(row.sink)) : [];
+  if (inline && leased.includes(true)) inline.add(await insertOutboxLeased(tx, rows, leased, inline));
+  else await insertOutbox(tx, rows);
   return rows.length;
 }

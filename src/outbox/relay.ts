@@ -28,7 +28,7 @@ import {
   traceparentOf,
   tracingOn,
 } from '../observability/tracing.js';
-import type { Database } from '../ports/database.js';
+import type { Database, OutboxPublisher } from '../ports/database.js';
 import type { MessageSink, OutboundMessage, PublishOutcome } from '../ports/message-sink.js';
 import type { ClaimedForPublish, Sink } from '../ports/outbox.js';
 import { channels, type WakeupListener, type WakeupSignal } from '../ports/wakeups.js';
@@ -54,6 +54,8 @@ export interface ConfirmedBatch {
 
 /** Test seams. Never set in production. */
 export interface OutboxRelayHooks {
+  /** Runs after a batch was claimed (or committed leased) and before it is published (crash-window tests). */
+  beforePublish?: (rows: readonly ClaimedForPublish[]) => Promise<void> | void;
   /** Runs after the broker confirmed a batch and before the relay marks it (crash-window tests). */
   beforeMark?: (batch: ConfirmedBatch) => Promise<void> | void;
 }
@@ -207,6 +209,35 @@ export class OutboxRelay {
   }
 
   /**
+   * This relay as the in-process publisher of its process's own transactions (ADR 0024): the rows they
+   * wrote leased to `owner` are published and marked right after each commit, through this relay's
+   * sinks, budget and marks, without a claim. It accepts new rows while its budget has room and the
+   * broker is not being probed after a failure; otherwise rows are written for the relays, as they are
+   * for a row this process never marks (it died between commit and publish: the lease hands it over).
+   */
+  inlinePublisher(): OutboxPublisher {
+    const relay = this;
+    return {
+      owner: this.options.owner,
+      leaseSeconds: this.settings.lockSeconds,
+      sinks: this.sinkKinds,
+      get accepting() {
+        return (
+          !relay.stopping &&
+          relay.pausedUntil <= Date.now() &&
+          relay.publishing + relay.marking < relay.settings.inFlight
+        );
+      },
+      publish(rows) {
+        // Stopping: the lease hands them to a relay.
+        if (relay.stopping) return;
+        relay.counters.claimed += rows.length;
+        relay.dispatch(rows, performance.now());
+      },
+    };
+  }
+
+  /**
    * For tests and tools: claims and publishes until a claim comes back short, then waits for every
    * publish and mark. Not while the loop runs.
    */
@@ -315,6 +346,7 @@ export class OutboxRelay {
   }
 
   private async publishAndMark(rows: ClaimedForPublish[], published: () => void): Promise<void> {
+    await this.options.hooks?.beforePublish?.(rows);
     const outcomes = await this.publish(rows);
     published();
     if (this.options.hooks?.beforeMark) {

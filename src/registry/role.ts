@@ -33,6 +33,8 @@ export interface Runtime<Config extends HeraldConfig = HeraldConfig> {
 /** A long-running process role (`herald scanner`, `herald relay`, …, and roles slices add). */
 export interface RoleDefinition<Config extends HeraldConfig = HeraldConfig> {
   readonly summary: string;
+  /** False: the process does not publish the outbox rows it commits itself (the relay role). Default true (ADR 0024). */
+  readonly inlinePublish?: boolean;
   /** Runs until `signal` aborts, then finishes in-flight work and resolves; the runtime is closed after. */
   run(runtime: Runtime<Config>, signal: AbortSignal): Promise<void>;
 }

@@ -6,14 +6,12 @@
  * sinks (invariant 2: every row is left sent or pending, never lost). Readiness reports each sink's
  * connection state. ADR 0004, ADR 0007, ADR 0013.
  */
-import { AmqpConnection, declareQueues } from '../adapters/amqp/amqp-connection.js';
-import { AmqpSink } from '../adapters/amqp/amqp-sink.js';
-import { KafkaSink } from '../adapters/kafka/kafka-sink.js';
 import { ConfigError } from '../errors.js';
 import { OutboxRelay, type RelaySinks } from '../outbox/relay.js';
 import type { MessageSink } from '../ports/message-sink.js';
 import type { RoleDefinition } from '../registry/role.js';
 import { aborted } from './runtime.js';
+import { closeSinks, createSinks, declareRegistryQueues } from './sinks.js';
 
 function sinkReadiness(sink: MessageSink | undefined): { ok: boolean; detail: string } {
   if (!sink) return { ok: false, detail: 'starting: declaring the queues' };
@@ -33,6 +31,7 @@ function sinkReadiness(sink: MessageSink | undefined): { ok: boolean; detail: st
 
 export const relayRole: RoleDefinition = {
   summary: 'publish outbox rows to the broker (any number of replicas)',
+  inlinePublish: false,
   async run(runtime, signal) {
     const { config, logger: log, registry } = runtime;
     const amqpUrl = config.amqpUrl;
@@ -40,57 +39,13 @@ export const relayRole: RoleDefinition = {
     if (!amqpUrl && kafkaBrokers.length === 0) {
       throw new ConfigError('AMQP_URL', 'is required by the relay (or KAFKA_BROKERS for a Kafka-only relay)');
     }
-    const created: { amqp?: MessageSink; kafka?: MessageSink } = {};
+    const created: RelaySinks = {};
     if (amqpUrl) runtime.probes.add('broker:amqp', () => sinkReadiness(created.amqp));
     if (kafkaBrokers.length > 0) runtime.probes.add('broker:kafka', () => sinkReadiness(created.kafka));
 
-    const queues = registry.amqpQueues;
-    if (amqpUrl && queues.length > 0) {
-      let topology: AmqpConnection;
-      try {
-        topology = await AmqpConnection.connectWithRetry(
-          { url: amqpUrl, name: 'herald-relay-topology', logger: log },
-          signal,
-        );
-      } catch (error) {
-        if (signal.aborted) return;
-        throw error;
-      }
-      try {
-        const channel = await topology.channel();
-        await declareQueues(channel, queues, config.amqpQueueType);
-        log.info({ queues, queueType: config.amqpQueueType }, 'queues declared');
-      } finally {
-        await topology.close();
-      }
-    }
-    if (signal.aborted) return;
-
-    const amqp = amqpUrl
-      ? new AmqpSink({
-          url: amqpUrl,
-          name: `herald-relay-${config.pod}`,
-          inFlight: config.relay.inFlight,
-          logger: log,
-        })
-      : undefined;
-    const kafka =
-      kafkaBrokers.length > 0
-        ? new KafkaSink({
-            brokers: kafkaBrokers,
-            security: config.kafka.security,
-            clientId: `herald-relay-${config.pod}`,
-            maxBatchMessages: config.relay.inFlight,
-            createTopics: config.kafka.createTopics
-              ? {
-                  partitions: config.kafka.topicPartitions,
-                  replicationFactor: config.kafka.replicationFactor,
-                }
-              : undefined,
-            logger: log,
-          })
-        : undefined;
-    const sinks: RelaySinks = { ...(amqp ? { amqp } : {}), ...(kafka ? { kafka } : {}) };
+    if (!(await declareRegistryQueues(config, registry.amqpQueues, log, signal, 'herald-relay-topology')))
+      return;
+    const sinks = createSinks(config, log, `herald-relay-${config.pod}`);
     Object.assign(created, sinks);
     const relay = new OutboxRelay({
       db: runtime.db,
@@ -108,8 +63,7 @@ export const relayRole: RoleDefinition = {
       log.info('stopping relay: finishing in-flight publishes');
       await relay.stop();
     } finally {
-      await amqp?.close();
-      await kafka?.close();
+      await closeSinks(sinks);
     }
   },
 };

@@ -16,6 +16,7 @@ import type { Logger } from '../logger.js';
 import type { AggregateRegistry } from '../registry/registry.js';
 import type { RoleDefinition, Runtime } from '../registry/role.js';
 import type { HeraldConfig } from '../settings/core.js';
+import { startInlinePublish } from './inline-publish.js';
 
 export interface RuntimeOptions {
   registry: AggregateRegistry;
@@ -98,9 +99,11 @@ export async function runRole(
   runtime.probes.add(`role:${name}`, () =>
     context.signal.aborted ? { ok: false, detail: 'stopping' } : { ok: true, detail: 'running' },
   );
+  const inline = role.inlinePublish === false ? undefined : startInlinePublish(runtime, name, context.signal);
   try {
     await role.run(runtime, context.signal);
   } finally {
+    await inline?.stop();
     await endpoint.release();
     await runtime.close();
     await tracing.shutdown(); // exports what is buffered

@@ -136,6 +136,10 @@ export const relaySection = {
     ),
     HERALD_RELAY_BACKOFF_MAX_MS: d(positiveInt.default(300_000), 'longest retry delay'),
     HERALD_RELAY_IDLE_POLL_MS: d(positiveInt.default(5_000), 'fallback poll when no NOTIFY arrives'),
+    HERALD_RELAY_INLINE_PUBLISH: d(
+      flag('true'),
+      'a role that commits outbox rows publishes them itself right after the commit (ADR 0024); the relays take whatever it does not mark within `HERALD_RELAY_LOCK_SECONDS`',
+    ),
     HERALD_RELAY_RECOVERY_COOLDOWN_SECONDS: d(
       nonNegativeInt.default(600),
       'dead rows are re-queued after this long…',
@@ -515,6 +519,8 @@ export interface RelaySettings {
   readonly backoffBaseMs: number;
   readonly backoffMaxMs: number;
   readonly idlePollMs: number;
+  /** Role processes publish the rows they commit themselves, the relays being the fallback (ADR 0024). */
+  readonly inlinePublish: boolean;
   readonly recoveryCooldownSeconds: number;
   readonly recoveryMaxRounds: number;
   readonly retentionHours: number;
@@ -592,6 +598,7 @@ export function coreConfig(e: CoreEnv, defaults: { pod?: string } = {}): HeraldC
       backoffBaseMs: e.HERALD_RELAY_BACKOFF_BASE_MS,
       backoffMaxMs: e.HERALD_RELAY_BACKOFF_MAX_MS,
       idlePollMs: e.HERALD_RELAY_IDLE_POLL_MS,
+      inlinePublish: e.HERALD_RELAY_INLINE_PUBLISH,
       recoveryCooldownSeconds: e.HERALD_RELAY_RECOVERY_COOLDOWN_SECONDS,
       recoveryMaxRounds: e.HERALD_RELAY_RECOVERY_MAX_ROUNDS,
       retentionHours: e.HERALD_RELAY_RETENTION_HOURS,

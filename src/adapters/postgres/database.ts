@@ -10,7 +10,14 @@ import { createHash } from 'node:crypto';
 import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
 import { ConfigError, DatabaseUnavailableError, HeraldError } from '../../errors.js';
-import type { Database, QueryResult, SqlClient, TransactionOptions } from '../../ports/database.js';
+import type {
+  Database,
+  OutboxPublisher,
+  QueryResult,
+  SqlClient,
+  TransactionOptions,
+} from '../../ports/database.js';
+import type { ClaimedForPublish } from '../../ports/outbox.js';
 import type { PostgresSslMode } from '../../settings/connections.js';
 import { readTlsFiles } from '../tls-files.js';
 
@@ -137,12 +144,51 @@ export function connectionConfig(options: DatabaseOptions): pg.ClientConfig {
   };
 }
 
+/** `savepoint x`, `rollback to savepoint x`, `release savepoint x`: the in-process publish follows them. */
+const SAVEPOINT_COMMAND =
+  /^\s*(savepoint|rollback\s+to\s+savepoint|release\s+savepoint)\s+("?[\w$]+"?)\s*;?\s*$/i;
+
+/**
+ * The rows one transaction leased to this process's publisher (ADR 0024), with the savepoints that
+ * could still take some of them back: a row written after a savepoint that is rolled back to never
+ * existed, so it must never be published.
+ */
+class LeasedRows {
+  readonly rows: ClaimedForPublish[] = [];
+  private readonly savepoints: { name: string; count: number }[] = [];
+
+  follow(text: string): void {
+    const match = SAVEPOINT_COMMAND.exec(text);
+    if (!match) return;
+    const kind = match[1]!.toLowerCase().replace(/\s+/g, ' ');
+    const name = match[2]!.replaceAll('"', '').toLowerCase();
+    if (kind === 'savepoint') {
+      this.savepoints.push({ name, count: this.rows.length });
+      return;
+    }
+    const at = this.savepoints.findLastIndex((s) => s.name === name);
+    if (at < 0) return;
+    if (kind === 'release savepoint') {
+      this.savepoints.length = at; // it and every savepoint set after it are gone; the rows stay
+    } else {
+      this.rows.length = this.savepoints[at]!.count; // the savepoint itself stays
+      this.savepoints.length = at + 1;
+    }
+  }
+}
+
 class PgDatabase implements Database {
+  private publisher: OutboxPublisher | undefined;
+
   constructor(
     private readonly pool: pg.Pool,
     readonly schema: string,
     private readonly prepare: boolean,
   ) {}
+
+  publishOutboxInline(publisher: OutboxPublisher | undefined): void {
+    this.publisher = publisher;
+  }
 
   async query<Row>(text: string, values?: readonly unknown[]): Promise<QueryResult<Row>> {
     try {
@@ -178,10 +224,26 @@ class PgDatabase implements Database {
     // parameters (a simple query of both, as the command handler's `select now()` is), else just before
     // it. A transaction that runs no statement sends neither BEGIN nor COMMIT.
     let begun: Promise<unknown> | null = null;
+    const publisher = this.publisher;
+    const leased = publisher ? new LeasedRows() : undefined;
     try {
       const prepare = this.prepare;
       const tx: SqlClient = {
+        ...(publisher && leased
+          ? {
+              inlineOutbox: {
+                owner: publisher.owner,
+                leaseSeconds: publisher.leaseSeconds,
+                sinks: publisher.sinks,
+                get accepting() {
+                  return publisher.accepting;
+                },
+                add: (rows: readonly ClaimedForPublish[]) => leased.rows.push(...rows),
+              },
+            }
+          : {}),
         async query<Row>(text: string, values?: readonly unknown[]) {
+          if (leased && (!values || values.length === 0)) leased.follow(text);
           if (begun === null) {
             if (!values || values.length === 0) {
               const merged = client.query(`begin; ${text}`) as unknown as Promise<pg.QueryResult[]>;
@@ -199,7 +261,9 @@ class PgDatabase implements Database {
         },
       };
       const result = await work(tx);
-      if (begun !== null) await client.query('commit');
+      // COMMIT of a transaction a caught error aborted answers ROLLBACK: its rows never existed.
+      const committed = begun === null || (await client.query('commit')).command === 'COMMIT';
+      if (committed && publisher && leased && leased.rows.length > 0) publisher.publish(leased.rows);
       return result;
     } catch (error) {
       try {

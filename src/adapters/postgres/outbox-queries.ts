@@ -207,7 +207,35 @@ export const LIST_ORGANIZATION_OUTBOX = `
 
 export async function insertOutbox(sql: SqlClient, messages: readonly NewOutboxMessage[]): Promise<void> {
   if (messages.length === 0) return;
-  await sql.query(INSERT_OUTBOX, [
+  await sql.query(INSERT_OUTBOX, outboxColumns(messages));
+}
+
+/**
+ * The insert of a process that publishes its own rows after commit (ADR 0024): the rows flagged in $12
+ * are written already claimed by `$14` (attempt 1, out of the due range until the lease of $13 seconds,
+ * counted from the clock, not from the transaction's start, ends), returned as the relay's claim returns
+ * them; the others are written pending for a relay, as INSERT_OUTBOX writes them.
+ */
+export const INSERT_OUTBOX_LEASED = `
+  insert into outbox (message_id, event_position, sink, destination, routing_key, partition_key,
+                      headers, payload, priority, ordered, organization_id,
+                      attempts, next_attempt_at, locked_until, locked_by)
+  select m.message_id, m.event_position, m.sink, m.destination, m.routing_key, m.partition_key, m.headers,
+         m.payload, m.priority, m.ordered, m.organization_id,
+         case when m.leased then 1 else 0 end,
+         case when m.leased then clock_timestamp() + make_interval(secs => $13) else now() end,
+         case when m.leased then clock_timestamp() + make_interval(secs => $13) end,
+         case when m.leased then $14 end
+    from unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
+                $7::jsonb[], $8::jsonb[], $9::smallint[], $10::boolean[], $11::text[], $12::boolean[])
+           as m(message_id, event_position, sink, destination, routing_key, partition_key, headers, payload,
+                priority, ordered, organization_id, leased)
+  returning id, message_id, sink, destination, routing_key, partition_key, headers,
+            case when locked_by is not null then payload::text end as payload_text, priority, attempts, ordered,
+            (extract(epoch from created_at) * 1000)::float8 as created_ms`;
+
+function outboxColumns(messages: readonly NewOutboxMessage[]): unknown[] {
+  return [
     messages.map((m) => m.messageId),
     messages.map((m) => m.eventPosition),
     messages.map((m) => m.sink),
@@ -219,7 +247,27 @@ export async function insertOutbox(sql: SqlClient, messages: readonly NewOutboxM
     messages.map((m) => m.priority ?? 3),
     messages.map((m) => m.ordered ?? false),
     messages.map((m) => m.organizationId ?? null),
-  ]);
+  ];
+}
+
+/**
+ * Inserts rows, those with `leased[i]` already claimed by `owner` for `leaseSeconds`; returns the leased
+ * ones as claimed rows, ready to publish once the transaction commits.
+ */
+export async function insertOutboxLeased(
+  sql: SqlClient,
+  messages: readonly NewOutboxMessage[],
+  leased: readonly boolean[],
+  lease: { owner: string; leaseSeconds: number },
+): Promise<ClaimedForPublish[]> {
+  if (messages.length === 0) return [];
+  const { rows } = await sql.query<ClaimedForPublishRow & { id: number; payload_text: string | null }>(
+    INSERT_OUTBOX_LEASED,
+    [...outboxColumns(messages), leased, lease.leaseSeconds, lease.owner],
+  );
+  return rows
+    .filter((row) => row.payload_text !== null)
+    .map((row) => toClaimed(row as ClaimedForPublishRow & { id: number }));
 }
 
 interface ClaimedForPublishRow {
@@ -239,6 +287,23 @@ interface ClaimedForPublishRow {
   ordered: boolean;
   /** On every row (and alone, with null columns, when nothing was claimed): ordered rows deferred. */
   deferred: number;
+}
+
+function toClaimed(row: ClaimedForPublishRow & { id: number }): ClaimedForPublish {
+  return {
+    id: row.id,
+    messageId: row.message_id,
+    sink: row.sink,
+    destination: row.destination,
+    routingKey: row.routing_key,
+    partitionKey: row.partition_key,
+    headers: row.headers,
+    payloadText: row.payload_text,
+    priority: row.priority,
+    attempts: row.attempts,
+    createdAt: new Date(row.created_ms),
+    ordered: row.ordered,
+  };
 }
 
 /** Claims up to `limit` due rows for `sinks`, leased for `lockSeconds`; returned in (priority, id) order. */
@@ -268,20 +333,7 @@ export async function claimOutboxBatch(
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i]!;
     if (row.id === null) continue; // the progress row of a claim that claimed nothing
-    claimed.push({
-      id: row.id,
-      messageId: row.message_id,
-      sink: row.sink,
-      destination: row.destination,
-      routingKey: row.routing_key,
-      partitionKey: row.partition_key,
-      headers: row.headers,
-      payloadText: row.payload_text,
-      priority: row.priority,
-      attempts: row.attempts,
-      createdAt: new Date(row.created_ms),
-      ordered: row.ordered,
-    });
+    claimed.push(toClaimed(row as ClaimedForPublishRow & { id: number }));
   }
   return {
     rows: claimed.sort((a, b) => a.priority - b.priority || a.id - b.id),
