@@ -3,8 +3,10 @@
  * every second: exactly one run per occurrence (none missing, none doubled), each with its outbox
  * message in the same transaction.
  *  - in process: three scanners stopped and restarted in between, checked against outbox and verify;
- *  - the soak: three `herald scanner` processes for 3 minutes of database clock, one of them killed
- *    with SIGKILL and restarted every 20 s (a pod lost mid-pass), all three at once twice.
+ *  - the soak: three `herald scanner` processes for HERALD_CRON_SOAK_SECONDS of database clock (60 in
+ *    `npm test`; `HERALD_CRON_SOAK_SECONDS=180 npx vitest run test/cron/materializer.int.spec.ts` for the
+ *    long one), one of them killed with SIGKILL and restarted every ninth of it (a pod lost mid-pass),
+ *    all three at once twice.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -19,6 +21,8 @@ import { Scanner } from '../../src/scanner/scanner.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { cronService, dbNowMs } from '../support/cron.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
+
+const SOAK_MS = Number(process.env.HERALD_CRON_SOAK_SECONDS ?? 60) * 1000;
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -161,34 +165,39 @@ describe('cron materializer', () => {
       await exited;
     };
 
-    it('three scanner processes for 3 minutes, one SIGKILLed and restarted every 20 s: every occurrence once', async () => {
-      const cron = cronService(t.db);
-      const jobs = await createJobs(cron);
-      const started = await dbNowMs(t.db);
-      const scanners = [spawnScanner(), spawnScanner(), spawnScanner()];
-      for (let round = 1; round <= 8; round++) {
-        await untilDbClock(started + round * 20_000);
-        if (round === 3 || round === 6) {
-          // All three lost at once: the occurrences wait for the next scanner, none is skipped.
-          await Promise.all(scanners.map(kill));
-          for (let i = 0; i < scanners.length; i++) scanners[i] = spawnScanner();
-        } else {
-          const victim = round % scanners.length;
-          await kill(scanners[victim]!);
-          scanners[victim] = spawnScanner();
+    it(
+      `three scanner processes for ${SOAK_MS / 1000} s, one SIGKILLed and restarted every ${Math.round(SOAK_MS / 9000)} s: every occurrence once`,
+      async () => {
+        const cron = cronService(t.db);
+        const jobs = await createJobs(cron);
+        const started = await dbNowMs(t.db);
+        const scanners = [spawnScanner(), spawnScanner(), spawnScanner()];
+        for (let round = 1; round <= 8; round++) {
+          await untilDbClock(started + (round * SOAK_MS) / 9);
+          if (round === 3 || round === 6) {
+            // All three lost at once: the occurrences wait for the next scanner, none is skipped.
+            await Promise.all(scanners.map(kill));
+            for (let i = 0; i < scanners.length; i++) scanners[i] = spawnScanner();
+          } else {
+            const victim = round % scanners.length;
+            await kill(scanners[victim]!);
+            scanners[victim] = spawnScanner();
+          }
         }
-      }
-      await untilDbClock(started + 180_000);
-      const end = await dbNowMs(t.db);
-      await caughtUp(cron, jobs, end);
-      await Promise.all(scanners.map(kill));
+        await untilDbClock(started + SOAK_MS);
+        const end = await dbNowMs(t.db);
+        await caughtUp(cron, jobs, end);
+        await Promise.all(scanners.map(kill));
 
-      await expectEveryOccurrenceOnce(cron, jobs, end);
-      const { rows } = await t.db.query<{ runs: number; messages: number }>(
-        'select (select count(*)::int from job_run) as runs, (select count(*)::int from outbox) as messages',
-      );
-      expect(rows[0]!.runs).toBeGreaterThanOrEqual(180 + 36);
-      expect(rows[0]!.messages).toBe(rows[0]!.runs);
-    }, 300_000);
+        await expectEveryOccurrenceOnce(cron, jobs, end);
+        const { rows } = await t.db.query<{ runs: number; messages: number }>(
+          'select (select count(*)::int from job_run) as runs, (select count(*)::int from outbox) as messages',
+        );
+        // A job every second and one every 5 s.
+        expect(rows[0]!.runs).toBeGreaterThanOrEqual(Math.floor(SOAK_MS / 1000) + Math.floor(SOAK_MS / 5000));
+        expect(rows[0]!.messages).toBe(rows[0]!.runs);
+      },
+      SOAK_MS + 120_000,
+    );
   });
 });

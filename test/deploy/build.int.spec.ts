@@ -5,7 +5,7 @@
  * exit 0 and the role's own usage line. Catches what only the compiled output gets wrong (an import
  * that resolves under tsx only, a file missing from src/).
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -16,7 +16,7 @@ const OUT = join(ROOT, '.cache', 'build-check', 'dist');
 afterAll(() => rmSync(join(ROOT, '.cache', 'build-check'), { recursive: true, force: true }));
 
 describe('the compiled build', () => {
-  it('runs every role with --help', () => {
+  it('runs every role with --help', async () => {
     rmSync(OUT, { recursive: true, force: true });
     execFileSync(
       process.execPath,
@@ -27,10 +27,24 @@ describe('the compiled build', () => {
     const usage = execFileSync(process.execPath, [main, '--help'], { encoding: 'utf8' });
     const roles = [...usage.matchAll(/^ {2}(\S+) {2,}/gm)].map((m) => m[1]!);
     expect(roles).toEqual(expect.arrayContaining(['migrate', 'scanner', 'relay', 'worker', 'api', 'tick']));
-    for (const role of roles) {
-      const run = spawnSync(process.execPath, [main, role, '--help'], { encoding: 'utf8', env: {} });
-      expect({ role, status: run.status, stderr: run.stderr }).toEqual({ role, status: 0, stderr: '' });
-      expect(run.stdout).toContain(`usage: herald ${role} [options]`);
-    }
+    // Four at a time: each is a whole node start-up of the compiled output.
+    const pending = [...roles];
+    const runOne = async (): Promise<void> => {
+      for (let role = pending.shift(); role !== undefined; role = pending.shift()) {
+        const run = await new Promise<{ status: number | null; stdout: string; stderr: string }>(
+          (resolve) => {
+            const child = execFile(
+              process.execPath,
+              [main, role!, '--help'],
+              { encoding: 'utf8', env: {} },
+              (_, stdout, stderr) => resolve({ status: child.exitCode, stdout, stderr }),
+            );
+          },
+        );
+        expect({ role, status: run.status, stderr: run.stderr }).toEqual({ role, status: 0, stderr: '' });
+        expect(run.stdout).toContain(`usage: herald ${role} [options]`);
+      }
+    };
+    await Promise.all([runOne(), runOne(), runOne(), runOne()]);
   }, 300_000);
 });
