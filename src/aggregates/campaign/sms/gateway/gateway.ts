@@ -200,7 +200,14 @@ export const smsGatewayRole: RoleDefinition<SmsGatewayConfig> = {
         : { ok: false, detail: `not bound: ${down.map((s) => s.name).join(', ')}` };
     });
     try {
-      await gateway.start(signal);
+      try {
+        await gateway.start(signal);
+      } catch (error) {
+        // Stopped while its consumer was still joining the group (the binds were already sending, e.g.
+        // parts a killed gateway left queued): a clean stop, as for the worker's consumers.
+        if (!signal.aborted) throw error;
+        return;
+      }
       logger.info(
         {
           smscs: config.smsGateway.smscs.map((s) => ({
