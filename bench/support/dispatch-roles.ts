@@ -18,12 +18,13 @@ const READY: Record<RoleName, string> = {
   scanner: 'scanner started',
   relay: 'relay started',
   worker: 'worker started',
+  'sms-gateway': 'sms gateway started',
 };
 
 /** Logged by the scanners, which run without AMQP_URL on purpose (see RoleEnvironment.amqpUrl). */
 const EXPECTED_WARNING = 'AMQP_URL not set: wake-up messages';
 
-export type RoleName = 'scanner' | 'relay' | 'worker';
+export type RoleName = 'scanner' | 'relay' | 'worker' | 'sms-gateway';
 
 export interface RoleProcess {
   readonly name: string;
@@ -53,6 +54,8 @@ export interface RoleEnvironment {
   settings?: Record<string, string>;
   /** --trace: load bench/support/dispatch-trace.ts, which writes <pod>.json here at exit. */
   traceDirectory?: string;
+  /** With traceDirectory: another preload instead of dispatch-trace.ts (bench:smpp's smpp-trace.ts). */
+  tracePreload?: string;
 }
 
 export function startRole(
@@ -66,7 +69,7 @@ export function startRole(
   options: { main?: string; nodeFlags?: readonly string[] } = {},
 ): RoleProcess {
   const name = `bench-${role}-${index}`;
-  const trace = environment.traceDirectory ? ['--import', TRACE_PRELOAD] : [];
+  const trace = environment.traceDirectory ? ['--import', environment.tracePreload ?? TRACE_PRELOAD] : [];
   const flags = options.nodeFlags ?? [];
   const argv = options.main
     ? [...flags, ...trace, options.main, role]

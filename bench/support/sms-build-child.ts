@@ -5,7 +5,7 @@
  * waiting upload with the build sweep (as `herald worker` does). Each reports one JSON line: the
  * campaign id, the phase's time, the build's outcome, and its own peak RSS
  * (process.resourceUsage().maxRSS). Configured like the real roles through loadConfig (DATABASE_URL,
- * HERALD_SCHEMA, HERALD_SMS_*).
+ * HERALD_SCHEMA, HERALD_SMS_*); BENCH_TEMPLATE replaces the campaign's text (bench:smpp).
  */
 import { createDatabase } from '../../src/adapters/postgres/database.js';
 import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
@@ -75,7 +75,7 @@ const created = await service.createBulk(
     lang: 'bn',
     campaignId: 'BTRC-BENCH',
     templateType: 'GENERIC',
-    template: 'পহেলা বৈশাখে সব পণ্যে ৩০% ছাড়!',
+    template: process.env.BENCH_TEMPLATE || 'পহেলা বৈশাখে সব পণ্যে ৩০% ছাড়!',
     fileName: 'bench.csv',
   },
   csv(),

@@ -5,7 +5,7 @@
  * by the next gateway's sweep, never resent; at the end every recipient is final, no number received a part
  * twice, and the money check balances (charged = delivered + refunded + unconfirmed).
  *
- * Size: HERALD_SMPP_CRASH_RECIPIENTS (default 3,000 here; `npm run bench:smpp` runs 50,000).
+ * Size: HERALD_SMPP_CRASH_RECIPIENTS (default 3,000 here; `npm run soak:smpp` runs 50,000).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gatewayPartCounts } from '../../src/adapters/postgres/sms-gateway-queries.js';

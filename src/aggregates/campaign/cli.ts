@@ -370,7 +370,7 @@ export const campaignRoles: Record<string, Role<CampaignConfig>> = {
     run: campaignsCommand,
   },
   'sms-simulator': {
-    summary: `${smsSimulatorRole.summary}; --smpp: an SMPP 3.4 SMSC for \`herald sms-gateway\` [--port <p>] [--account <id>:<password>] [--tps <n>]`,
+    summary: `${smsSimulatorRole.summary}; --smpp: an SMPP 3.4 SMSC for \`herald sms-gateway\` [--port <p>] [--account <id>:<password>] [--tps <n>] [--received-file <path>]`,
     async run({ argv, config, logger, registry, signal }) {
       if (argv.includes('--smpp')) {
         const gateway = config.smsGateway;

@@ -10,6 +10,7 @@
  * malformed deliver_sm, and counts what each phone number received, part by part, so a test can assert
  * that no number received a part twice. Every PDU that does not decode is answered with generic_nack.
  */
+import { renameSync, writeFileSync } from 'node:fs';
 import type { MalformedPdu } from '../../../adapters/smpp/framed-session.js';
 import type { SmppServerConnection } from '../../../adapters/smpp/smpp-server.js';
 import {
@@ -63,6 +64,24 @@ interface StoredMessage {
   submittedAt: number;
 }
 
+/** The submit_sm taken in a period (since start or the previous `takePeriod()`), timed at the SMSC. */
+export interface SubmitPeriod {
+  submits: number;
+  /** Epoch ms (µs resolution) of the period's first and last submit_sm, null when none came. */
+  firstSubmitAt: number | null;
+  lastSubmitAt: number | null;
+}
+
+/** What the simulator received (cumulative) plus the period's timing: `herald sms-simulator --smpp --received-file`. */
+export interface ReceivedReport {
+  period: SubmitPeriod;
+  stats: SmscStats;
+  /** Distinct part texts; `received` names them by index. */
+  texts: string[];
+  /** msisdn → [text index, concatenation reference, total, seq, times received] per distinct part. */
+  received: Record<string, [number, number, number, number, number][]>;
+}
+
 export interface SmscStats {
   binds: number;
   bindsRefused: number;
@@ -103,9 +122,10 @@ export class SmscSimulator {
   private killAfter: { submits: number; dropLast: number } | null = null;
   private receiptsHeld = false;
   private readonly pending = new Map<string, StoredMessage[]>();
-  private readonly messages = new Map<string, StoredMessage>();
-  /** msisdn → part key (`<text hash>/<ref>/<total>/<seq>`) → times received. */
+  /** msisdn → part key (`<text>/<ref>/<total>/<seq>`) → times received. */
   private readonly received = new Map<string, Map<string, number>>();
+  /** Submits since the last `takePeriod()` (benchmarks time a run at the SMSC), epoch ms. */
+  private period: SubmitPeriod = { submits: 0, firstSubmitAt: null, lastSubmitAt: null };
   readonly stats: SmscStats = {
     binds: 0,
     bindsRefused: 0,
@@ -301,8 +321,40 @@ export class SmscSimulator {
     return window.count > this.tps;
   }
 
+  /**
+   * Everything received so far (by number and part, with the times each came) and the timing of the
+   * submits since the previous call, which starts a new period.
+   */
+  takePeriod(): ReceivedReport {
+    const texts = new Map<string, number>();
+    const received: ReceivedReport['received'] = {};
+    for (const [msisdn, parts] of this.received) {
+      const entries: [number, number, number, number, number][] = [];
+      for (const [key, times] of parts) {
+        // `<text>/<ref>/<total>/<seq>`: the text may contain '/', the three numbers do not.
+        const pieces = key.split('/');
+        const [ref, total, seq] = pieces.slice(-3).map(Number) as [number, number, number];
+        const text = pieces.slice(0, -3).join('/');
+        let index = texts.get(text);
+        if (index === undefined) {
+          index = texts.size;
+          texts.set(text, index);
+        }
+        entries.push([index, ref, total, seq, times]);
+      }
+      received[msisdn] = entries;
+    }
+    const period = this.period;
+    this.period = { submits: 0, firstSubmitAt: null, lastSubmitAt: null };
+    return { period, stats: { ...this.stats }, texts: [...texts.keys()], received };
+  }
+
   private submit(connection: SmppServerConnection, submit: InboundSubmit): SubmitAnswer {
     this.stats.submits++;
+    const at = performance.timeOrigin + performance.now();
+    this.period.submits++;
+    this.period.firstSubmitAt ??= at;
+    this.period.lastSubmitAt = at;
     const systemId = connection.bound!.systemId;
     if (this.throttled(systemId)) {
       this.stats.throttled++;
@@ -338,7 +390,6 @@ export class SmscSimulator {
       errorCode: outcome.errorCode,
       submittedAt: Date.now(),
     };
-    this.messages.set(messageId, stored);
     if (submit.registeredDelivery & 0x03) {
       setTimeout(() => this.queueReceipt(stored), outcome.latencyMs).unref();
     }
@@ -412,13 +463,16 @@ export class SmscSimulator {
 }
 
 const SMPP_USAGE =
-  'herald sms-simulator --smpp [--host <host>] [--port <port>] [--account <system_id>:<password>]… [--tps <n>]';
+  'herald sms-simulator --smpp [--host <host>] [--port <port>] [--account <system_id>:<password>]… [--tps <n>] [--received-file <path>]';
 
 /**
  * `herald sms-simulator --smpp`: the SMSC simulator as a process (no database, no broker), until
  * SIGTERM. Accounts come from `--account`, else from the gateway's own settings (each SMSC connection's
  * system_id and password), so a gateway and a simulator started with the same environment bind at once.
- * Prints `SMSC simulator listening on <host>:<port>` when ready.
+ * Prints `SMSC simulator listening on <host>:<port>` when ready. With `--received-file <path>`, each
+ * SIGUSR2 (and the stop) writes what every number received so far, part by part, with the timing of the
+ * submits since the previous write (`ReceivedReport`, JSON; a benchmark's per-run figures and its
+ * exactly-once check), then prints `SMSC simulator: received written to <path>`.
  */
 export async function smscSimulatorCommand(context: {
   argv: readonly string[];
@@ -430,6 +484,7 @@ export async function smscSimulatorCommand(context: {
   let host: string;
   let port: number;
   let tps: number | undefined;
+  let receivedFile: string | undefined;
   const accounts = new Map<string, string>();
   try {
     const { values } = parse([...context.argv], {
@@ -438,7 +493,9 @@ export async function smscSimulatorCommand(context: {
       port: { type: 'string' },
       account: { type: 'string', multiple: true },
       tps: { type: 'string' },
+      'received-file': { type: 'string' },
     } as const);
+    receivedFile = values['received-file'];
     host = values.host ?? '127.0.0.1';
     port = values.port === undefined ? 2775 : Number(values.port);
     if (!Number.isInteger(port) || port < 0 || port > 65_535)
@@ -465,6 +522,13 @@ export async function smscSimulatorCommand(context: {
     ...(tps !== undefined ? { tps } : {}),
     logger: context.logger,
   }).start();
+  const writeReceived = () => {
+    if (!receivedFile) return;
+    writeFileSync(`${receivedFile}.tmp`, JSON.stringify(simulator.takePeriod()));
+    renameSync(`${receivedFile}.tmp`, receivedFile);
+    process.stdout.write(`SMSC simulator: received written to ${receivedFile}\n`);
+  };
+  if (receivedFile) process.on('SIGUSR2', writeReceived);
   process.stdout.write(`SMSC simulator listening on ${host}:${simulator.port}\n`);
   try {
     await new Promise<void>((resolve) => {
@@ -473,6 +537,10 @@ export async function smscSimulatorCommand(context: {
     });
   } finally {
     await simulator.close();
+    if (receivedFile) {
+      process.removeListener('SIGUSR2', writeReceived);
+      writeReceived();
+    }
     context.logger.info(
       { ...simulator.stats, numbers: simulator.numbersReached, duplicates: simulator.duplicates().length },
       'SMSC simulator stopped',
