@@ -26,6 +26,7 @@ import { type CampaignServices, campaignRoutes } from './routes.js';
 import { CampaignService } from './service.js';
 import { campaignSettings } from './settings.js';
 import { billingSettings } from './sms/billing-settings.js';
+import { billingSimulatorRole } from './sms/billing-simulator-role.js';
 import { smsBuildSweeper, smsChargeRetrySweeper } from './sms/build.js';
 import { smsDispatchSweeper } from './sms/dispatch.js';
 import { SMS_GATEWAY_STREAM_TYPE } from './sms/gateway/reports.js';
@@ -183,7 +184,12 @@ export const campaignRegistration = defineAggregate({
     },
     topics: { campaigns: [campaignAggregate.streamType, LINE_DELIVERY_STREAM_TYPE] },
   },
-  cli: { ...campaignRoles, ...lineRoles, 'line-simulator': lineSimulatorRole },
+  cli: {
+    ...campaignRoles,
+    ...lineRoles,
+    'line-simulator': lineSimulatorRole,
+    'billing-simulator': billingSimulatorRole,
+  },
   roles: { tick: tickRole },
   demo: campaignDemo,
 });
