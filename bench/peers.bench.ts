@@ -2,9 +2,10 @@
  * Herald against its peer in the project, graphile-worker, on the same PostgreSQL and RabbitMQ (issue
  * 22, item 2; docs/benchmarks.md has results):
  *
- *   npm run bench:peers -- [--jobs 100000] [--pairs 3] [--warm-up 100] [--scanners 2] [--relays 2]
- *                          [--workers 2] [--gw-processes <scanners+relays+workers>] [--gw-concurrency 8]
- *                          [--gw-pool 10] [--gw-local-queue -1] [--gw-complete-batch-ms -1]
+ *   npm run bench:peers -- [--jobs 100000] [--pairs 3] [--warm-up 100] [--setup-ms-per-item 0.5]
+ *                          [--scanners 2] [--relays 2] [--workers 2]
+ *                          [--gw-processes <scanners+relays+workers>] [--gw-concurrency 8] [--gw-pool 10]
+ *                          [--gw-local-queue -1] [--gw-complete-batch-ms -1]
  *
  * The same work on both sides: N items due at one instant, each ending in one persistent, mandatory
  * message published to a quorum queue and confirmed by the broker. Measured: items per second from the
@@ -44,7 +45,7 @@ import { createTestDatabase, requireEnv, uniqueName } from '../test/support/serv
 import { type ActionsBench, burst } from './support/actions-burst.js';
 import { processCpuMs } from './support/dispatch-roles.js';
 import { databaseNowMs, distinctOffsets } from './support/dispatch-setup.js';
-import { hostBusySince, hostCpu } from './support/host-cpu.js';
+import { hostBusySince, hostCpu, postgresCpu } from './support/host-cpu.js';
 import { durabilityProfile } from './support/pg-profile.js';
 
 const { values } = parseArgs({
@@ -52,6 +53,7 @@ const { values } = parseArgs({
     jobs: { type: 'string', default: '100000' },
     pairs: { type: 'string', default: '3' },
     'warm-up': { type: 'string', default: '100' },
+    'setup-ms-per-item': { type: 'string', default: '0.5' },
     scanners: { type: 'string', default: '2' },
     relays: { type: 'string', default: '2' },
     workers: { type: 'string', default: '2' },
@@ -65,7 +67,8 @@ const { values } = parseArgs({
 });
 if (values.help) {
   process.stdout.write(
-    'npm run bench:peers -- [--jobs 100000] [--pairs 3] [--warm-up 100] [--scanners 2] [--relays 2] [--workers 2] ' +
+    'npm run bench:peers -- [--jobs 100000] [--pairs 3] [--warm-up 100] [--setup-ms-per-item 0.5] ' +
+      '[--scanners 2] [--relays 2] [--workers 2] ' +
       '[--gw-processes N] [--gw-concurrency 8] [--gw-pool 10] [--gw-local-queue -1] [--gw-complete-batch-ms -1]\n' +
       '(see bench/peers.bench.ts)\n',
   );
@@ -73,6 +76,8 @@ if (values.help) {
 }
 const n = Number(values.jobs);
 const warmUp = Number(values['warm-up']);
+/** The due instant comes this long per item (+5 s) after the seeding starts, on both sides. */
+const setupMsPerItem = Number(values['setup-ms-per-item']);
 const counts = {
   scanners: Number(values.scanners),
   relays: Number(values.relays),
@@ -98,6 +103,8 @@ interface Run {
   cpuMs: number;
   /** Share of both cores busy (everything on the host) from the due instant to the end. */
   hostBusy: number;
+  /** CPU of the PostgreSQL server from the due instant to the end, ms. */
+  postgresCpuMs: number;
   load: string;
 }
 
@@ -107,12 +114,13 @@ const load = () =>
     .join(' ');
 
 async function herald(): Promise<Run> {
-  const r = await burst(bench, n, warmUp);
+  const r = await burst(bench, n, warmUp, setupMsPerItem);
   return {
     perSecond: r.firedPerSecond,
     lastAfterDueMs: r.lastAfterDueMs,
     cpuMs: Object.values(r.roleCpuMs).reduce((sum, v) => sum + v, 0),
     hostBusy: r.hostBusy,
+    postgresCpuMs: r.postgresCpuMs,
     load: load(),
   };
 }
@@ -184,7 +192,7 @@ async function graphileWorker(): Promise<Run> {
     await Promise.all(processes.map((p) => p.ready));
     const setupStarted = performance.now();
     const db = database.db;
-    const base = Math.ceil((await databaseNowMs(db)) + n / 5 + 5_000);
+    const base = Math.ceil((await databaseNowMs(db)) + n * setupMsPerItem + 5_000);
     const payload = (i: number) => ({
       organizationId: `org-${i % 50}`,
       actionType: 'send_message',
@@ -216,6 +224,7 @@ async function graphileWorker(): Promise<Run> {
     await db.query(`select pg_notify('jobs:insert', $1)`, [JSON.stringify({ count: n })]);
     const cpuAtDue = processes.map((p) => processCpuMs(p.child.pid!));
     const hostAtDue = hostCpu();
+    const postgresAtDue = await postgresCpu(db);
     const deadline = Date.now() + 600_000;
     for (;;) {
       const { rows } = await db.query<{ left: number; failed: number; error: string | null }>(
@@ -229,6 +238,7 @@ async function graphileWorker(): Promise<Run> {
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
     const hostBusy = hostBusySince(hostAtDue);
+    const postgresCpuMs = postgresAtDue.since();
     const cpuMs = processes.reduce((sum, p, i) => sum + processCpuMs(p.child.pid!) - cpuAtDue[i]!, 0);
     const runLoad = load();
     for (const p of processes) p.child.kill('SIGTERM');
@@ -247,6 +257,7 @@ async function graphileWorker(): Promise<Run> {
       lastAfterDueMs: lastMs - base,
       cpuMs,
       hostBusy,
+      postgresCpuMs,
       load: runLoad,
     };
   } finally {
@@ -276,7 +287,8 @@ log(setup);
 const pairs: string[] = [];
 const describeRun = (name: string, r: Run) =>
   `${name}=${Math.round(r.perSecond)}/s (last confirmed ${(r.lastAfterDueMs / 1000).toFixed(1)} s after due; ` +
-  `${(r.cpuMs / n).toFixed(2)} ms CPU per item in its processes; host ${Math.round(r.hostBusy * 100)}% busy; load ${r.load})`;
+  `CPU per item: ${(r.cpuMs / n).toFixed(2)} ms in its processes, ${(r.postgresCpuMs / n).toFixed(2)} ms in PostgreSQL; ` +
+  `host ${Math.round(r.hostBusy * 100)}% busy; load ${r.load})`;
 for (let pair = 1; pair <= Number(values.pairs); pair++) {
   log(`pair ${pair}: herald (load ${load()})`);
   const h = await herald();

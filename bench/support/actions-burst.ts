@@ -21,7 +21,7 @@ import { createTestDatabase } from '../../test/support/services.js';
 import { type Distribution, describe, distribution } from './dispatch-measure.js';
 import { type RoleProcess, startRoles, stopRoles } from './dispatch-roles.js';
 import { databaseNowMs, distinctOffsets, sharedQueues, WARM_UP_ORGANIZATION } from './dispatch-setup.js';
-import { hostBusySince, hostCpu } from './host-cpu.js';
+import { hostBusySince, hostCpu, postgresCpu } from './host-cpu.js';
 
 export { WARM_UP_ORGANIZATION };
 
@@ -208,19 +208,27 @@ export interface BurstResult {
   roleCpuMs: Record<string, number>;
   /** Share of the host's cores busy from the due instant to the end (bench/support/host-cpu.ts). */
   hostBusy: number;
+  /** CPU time of the PostgreSQL server from the due instant to the end, in ms. */
+  postgresCpuMs: number;
 }
 
 /**
  * N actions due at one instant (after `warmUp` actions due in the 3 s to 1 s before it), the roles
- * started before the seeding.
+ * started before the seeding. The due instant is `setupMsPerItem` × N + 5 s after the seeding starts
+ * (it must come after the seeding, which slows down on a busy machine).
  */
-export async function burst(bench: ActionsBench, n: number, warmUp: number): Promise<BurstResult> {
+export async function burst(
+  bench: ActionsBench,
+  n: number,
+  warmUp: number,
+  setupMsPerItem = 0.2,
+): Promise<BurstResult> {
   return withScenario(bench, 'burst', async (db, start) => {
     const roles = await start();
     const setupStarted = performance.now();
     // The roles first (they take seconds to start), then the actions: seeding runs at several thousand
     // a second, and the due instant comes after it with room to spare, the warm-up before it.
-    const base = Math.ceil((await databaseNowMs(db)) + n / 5 + 5_000);
+    const base = Math.ceil((await databaseNowMs(db)) + n * setupMsPerItem + 5_000);
     const warmUpOffsets = distinctOffsets(warmUp, 2_000).map((o) => o - 3_000);
     await seedActions(
       db,
@@ -242,8 +250,10 @@ export async function burst(bench: ActionsBench, n: number, warmUp: number): Pro
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, base - Date.now())));
     const cpuAtDue = roles.map((role) => role.cpuMs());
     const hostAtDue = hostCpu();
+    const postgresAtDue = await postgresCpu(db);
     await waitForDone(db, warmUp + n, base - Date.now() + 600_000);
     const hostBusy = hostBusySince(hostAtDue);
+    const postgresCpuMs = postgresAtDue.since();
     const roleCpuMs = Object.fromEntries(roles.map((role, i) => [role.name, role.cpuMs() - cpuAtDue[i]!]));
     await stopRoles(roles);
     roles.length = 0;
@@ -258,6 +268,7 @@ export async function burst(bench: ActionsBench, n: number, warmUp: number): Pro
       stages: stageTimes,
       roleCpuMs,
       hostBusy,
+      postgresCpuMs,
     };
   });
 }
