@@ -225,7 +225,7 @@ async function graphileWorker(): Promise<Run> {
     const cpuAtDue = processes.map((p) => processCpuMs(p.child.pid!));
     const hostAtDue = hostCpu();
     const postgresAtDue = await postgresCpu(db);
-    const deadline = Date.now() + 600_000;
+    const deadline = Date.now() + 1_800_000;
     for (;;) {
       const { rows } = await db.query<{ left: number; failed: number; error: string | null }>(
         `select count(*)::int as left, count(*) filter (where last_error is not null)::int as failed,

@@ -251,7 +251,7 @@ export async function burst(
     const cpuAtDue = roles.map((role) => role.cpuMs());
     const hostAtDue = hostCpu();
     const postgresAtDue = await postgresCpu(db);
-    await waitForDone(db, warmUp + n, base - Date.now() + 600_000);
+    await waitForDone(db, warmUp + n, base - Date.now() + 1_800_000);
     const hostBusy = hostBusySince(hostAtDue);
     const postgresCpuMs = postgresAtDue.since();
     const roleCpuMs = Object.fromEntries(roles.map((role, i) => [role.name, role.cpuMs() - cpuAtDue[i]!]));
