@@ -45,7 +45,7 @@ import { createTestDatabase, requireEnv, uniqueName } from '../test/support/serv
 import { type ActionsBench, burst } from './support/actions-burst.js';
 import { processCpuMs } from './support/dispatch-roles.js';
 import { databaseNowMs, distinctOffsets } from './support/dispatch-setup.js';
-import { hostBusySince, hostCpu, postgresCpu } from './support/host-cpu.js';
+import { hostBusySince, hostCpu, postgresCpu, rabbitmqCpu } from './support/host-cpu.js';
 import { durabilityProfile } from './support/pg-profile.js';
 
 const { values } = parseArgs({
@@ -105,6 +105,8 @@ interface Run {
   hostBusy: number;
   /** CPU of the PostgreSQL server from the due instant to the end, ms. */
   postgresCpuMs: number;
+  /** CPU of the RabbitMQ broker from the due instant to the end, ms (NaN: not found on this host). */
+  rabbitmqCpuMs: number;
   load: string;
 }
 
@@ -115,12 +117,22 @@ const load = () =>
 
 async function herald(): Promise<Run> {
   const r = await burst(bench, n, warmUp, setupMsPerItem);
+  // Role processes are named bench-<role>-<i> (dispatch-roles.ts): CPU per item of each kind of role.
+  const byRole = new Map<string, number>();
+  for (const [name, ms] of Object.entries(r.roleCpuMs)) {
+    const role = name.split('-')[1]!;
+    byRole.set(role, (byRole.get(role) ?? 0) + ms);
+  }
+  log(
+    `herald: CPU per item by role: ${[...byRole].map(([role, ms]) => `${role}s ${(ms / n).toFixed(2)} ms`).join(', ')}`,
+  );
   return {
     perSecond: r.firedPerSecond,
     lastAfterDueMs: r.lastAfterDueMs,
     cpuMs: Object.values(r.roleCpuMs).reduce((sum, v) => sum + v, 0),
     hostBusy: r.hostBusy,
     postgresCpuMs: r.postgresCpuMs,
+    rabbitmqCpuMs: r.rabbitmqCpuMs,
     load: load(),
   };
 }
@@ -225,6 +237,7 @@ async function graphileWorker(): Promise<Run> {
     const cpuAtDue = processes.map((p) => processCpuMs(p.child.pid!));
     const hostAtDue = hostCpu();
     const postgresAtDue = await postgresCpu(db);
+    const rabbitmqAtDue = rabbitmqCpu(amqpUrl);
     const deadline = Date.now() + 1_800_000;
     for (;;) {
       const { rows } = await db.query<{ left: number; failed: number; error: string | null }>(
@@ -239,6 +252,7 @@ async function graphileWorker(): Promise<Run> {
     }
     const hostBusy = hostBusySince(hostAtDue);
     const postgresCpuMs = postgresAtDue.since();
+    const rabbitmqCpuMs = rabbitmqAtDue?.since() ?? Number.NaN;
     const cpuMs = processes.reduce((sum, p, i) => sum + processCpuMs(p.child.pid!) - cpuAtDue[i]!, 0);
     const runLoad = load();
     for (const p of processes) p.child.kill('SIGTERM');
@@ -258,6 +272,7 @@ async function graphileWorker(): Promise<Run> {
       cpuMs,
       hostBusy,
       postgresCpuMs,
+      rabbitmqCpuMs,
       load: runLoad,
     };
   } finally {
@@ -287,7 +302,8 @@ log(setup);
 const pairs: string[] = [];
 const describeRun = (name: string, r: Run) =>
   `${name}=${Math.round(r.perSecond)}/s (last confirmed ${(r.lastAfterDueMs / 1000).toFixed(1)} s after due; ` +
-  `CPU per item: ${(r.cpuMs / n).toFixed(2)} ms in its processes, ${(r.postgresCpuMs / n).toFixed(2)} ms in PostgreSQL; ` +
+  `CPU per item: ${(r.cpuMs / n).toFixed(2)} ms in its processes, ${(r.postgresCpuMs / n).toFixed(2)} ms in PostgreSQL, ` +
+  `${(r.rabbitmqCpuMs / n).toFixed(2)} ms in RabbitMQ; ` +
   `host ${Math.round(r.hostBusy * 100)}% busy; load ${r.load})`;
 for (let pair = 1; pair <= Number(values.pairs); pair++) {
   log(`pair ${pair}: herald (load ${load()})`);

@@ -21,7 +21,7 @@ import { createTestDatabase } from '../../test/support/services.js';
 import { type Distribution, describe, distribution } from './dispatch-measure.js';
 import { type RoleProcess, startRoles, stopRoles } from './dispatch-roles.js';
 import { databaseNowMs, distinctOffsets, sharedQueues, WARM_UP_ORGANIZATION } from './dispatch-setup.js';
-import { hostBusySince, hostCpu, postgresCpu } from './host-cpu.js';
+import { hostBusySince, hostCpu, postgresCpu, rabbitmqCpu } from './host-cpu.js';
 
 export { WARM_UP_ORGANIZATION };
 
@@ -210,6 +210,8 @@ export interface BurstResult {
   hostBusy: number;
   /** CPU time of the PostgreSQL server from the due instant to the end, in ms. */
   postgresCpuMs: number;
+  /** CPU time of the RabbitMQ broker from the due instant to the end, in ms (NaN: not found on this host). */
+  rabbitmqCpuMs: number;
 }
 
 /**
@@ -251,9 +253,11 @@ export async function burst(
     const cpuAtDue = roles.map((role) => role.cpuMs());
     const hostAtDue = hostCpu();
     const postgresAtDue = await postgresCpu(db);
+    const rabbitmqAtDue = rabbitmqCpu(bench.amqpUrl);
     await waitForDone(db, warmUp + n, base - Date.now() + 1_800_000);
     const hostBusy = hostBusySince(hostAtDue);
     const postgresCpuMs = postgresAtDue.since();
+    const rabbitmqCpuMs = rabbitmqAtDue?.since() ?? Number.NaN;
     const roleCpuMs = Object.fromEntries(roles.map((role, i) => [role.name, role.cpuMs() - cpuAtDue[i]!]));
     await stopRoles(roles);
     roles.length = 0;
@@ -269,6 +273,7 @@ export async function burst(
       roleCpuMs,
       hostBusy,
       postgresCpuMs,
+      rabbitmqCpuMs,
     };
   });
 }
