@@ -288,13 +288,19 @@ async function graphileWorker(): Promise<Run> {
   }
 }
 
+/** HERALD_* settings the roles inherit from this environment (scripts/services' own left out). */
+const heraldSettings =
+  Object.entries(process.env)
+    .filter(([name]) => name.startsWith('HERALD_') && !name.startsWith('HERALD_SERVICES_'))
+    .map(([name, value]) => `${name}=${value}`)
+    .join(' ') || 'default settings';
 const profileDatabase = await createTestDatabase({ migrate: false });
 const profile = await durabilityProfile(profileDatabase.db);
 await profileDatabase.drop();
 log(profile.line);
 const setup =
   `${n} items due at one instant (+${warmUp} warm-up), one confirmed publish each to a quorum queue; ` +
-  `herald: ${counts.scanners} scanners, ${counts.relays} relays, ${counts.workers} workers (default settings); ` +
+  `herald: ${counts.scanners} scanners, ${counts.relays} relays, ${counts.workers} workers (${heraldSettings}); ` +
   `graphile-worker: ${gw.processes} processes × concurrentJobs ${gw.concurrency}, maxPoolSize ${gw.pool}` +
   (gw.localQueue > 0 ? `, localQueue ${gw.localQueue}` : '') +
   (gw.completeBatchMs >= 0 ? `, completeJobBatchDelay ${gw.completeBatchMs} ms` : '');
