@@ -44,6 +44,14 @@ export interface RoleProcess {
 /** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 
+/** CPU time (user + system) process `pid` used so far, in ms, from /proc/<pid>/stat. */
+export function processCpuMs(pid: number): number {
+  // The command is in parentheses; utime and stime are fields 14 and 15 of the line.
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+}
+
 export interface RoleEnvironment {
   databaseUrl: string;
   schema: string;
@@ -120,12 +128,7 @@ export function startRole(
     get exited() {
       return exited;
     },
-    cpuMs() {
-      // The command is in parentheses; utime and stime are fields 14 and 15 of the line.
-      const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-    },
+    cpuMs: () => processCpuMs(child.pid!),
     async stop() {
       if (!exited) child.kill('SIGTERM');
       const code = await exit;
