@@ -27,11 +27,15 @@
 
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { AmqpSink } from '../src/adapters/amqp/amqp-sink.js';
+import { createDatabase } from '../src/adapters/postgres/database.js';
 import { CoalescingNotifier } from '../src/adapters/postgres/notifications.js';
 import { ScheduledActionService } from '../src/aggregates/scheduled-action/service.js';
 import { loadConfig } from '../src/config.js';
 import { CommandHandler } from '../src/eventstore/command-handler.js';
-import { createTestDatabase, requireEnv, uniqueName } from '../test/support/services.js';
+import { OutboxRelay } from '../src/outbox/relay.js';
+import type { Database } from '../src/ports/database.js';
+import { createTestDatabase, requireEnv, type TestDatabase, uniqueName } from '../test/support/services.js';
 import {
   type ActionsBench,
   burst,
@@ -97,11 +101,15 @@ const SIGNAL_TIMES = `
    where a.organization_id <> '${WARM_UP_ORGANIZATION}' and o.status = 'sent'`;
 
 async function signals(n: number) {
-  return withScenario(bench, 'signal', async (db, start) => {
-    const notifier = new CoalescingNotifier(db, notifyCoalesceMs);
+  return withScenario(bench, 'signal', async (db, start, database) => {
+    // The signals' own Database publishes the fire messages it commits (ADR 0024), as a library caller
+    // opts in, unless HERALD_RELAY_INLINE_PUBLISH=false (then the relays take them).
+    const inline = inlineSignals(database);
+    const signalDb = inline?.db ?? db;
+    const notifier = new CoalescingNotifier(signalDb, notifyCoalesceMs);
     const service = new ScheduledActionService({
-      db,
-      handler: new CommandHandler({ db, wakeups: notifier, pod: 'bench' }),
+      db: signalDb,
+      handler: new CommandHandler({ db: signalDb, wakeups: notifier, pod: 'bench' }),
       settings: { dispatch: 'queue', maxRetries: 3, signalLookbackMs: 86_400_000 },
     });
     try {
@@ -152,8 +160,32 @@ async function signals(n: number) {
       };
     } finally {
       notifier.close();
+      await inline?.close();
     }
   });
+}
+
+/** A Database on the scenario's database whose transactions publish their own outbox rows (ADR 0024). */
+function inlineSignals(database: TestDatabase): { db: Database; close(): Promise<void> } | undefined {
+  if (process.env.HERALD_RELAY_INLINE_PUBLISH === 'false') return undefined;
+  const config = database.config();
+  const db = createDatabase({ url: database.url, schema: database.schema, poolSize: 10 });
+  const sink = new AmqpSink({ url: amqpUrl, inFlight: config.relay.inFlight, name: 'herald-bench-signals' });
+  const publisher = new OutboxRelay({
+    db,
+    sinks: { amqp: sink },
+    settings: config.relay,
+    owner: 'bench-signals',
+  });
+  db.publishOutboxInline?.(publisher.inlinePublisher());
+  return {
+    db,
+    async close() {
+      await publisher.stop();
+      await sink.close();
+      await db.close();
+    },
+  };
 }
 
 async function runBaseline(): Promise<Distribution> {

@@ -17,7 +17,7 @@ import {
 } from '../../src/domain/scheduled-action.js';
 import type { Database } from '../../src/ports/database.js';
 import { channels } from '../../src/ports/wakeups.js';
-import { createTestDatabase } from '../../test/support/services.js';
+import { createTestDatabase, type TestDatabase } from '../../test/support/services.js';
 import { type Distribution, describe, distribution } from './dispatch-measure.js';
 import { type RoleProcess, startRoles, stopRoles } from './dispatch-roles.js';
 import { databaseNowMs, distinctOffsets, sharedQueues, WARM_UP_ORGANIZATION } from './dispatch-setup.js';
@@ -169,7 +169,7 @@ export async function checkOnce(db: Database, expected: number) {
 export async function withScenario<T>(
   bench: ActionsBench,
   name: string,
-  run: (db: Database, roles: () => Promise<RoleProcess[]>) => Promise<T>,
+  run: (db: Database, roles: () => Promise<RoleProcess[]>, database: TestDatabase) => Promise<T>,
 ) {
   const queues = await sharedQueues(bench.amqpUrl, bench.queueType, ACTION_QUEUES);
   const database = await createTestDatabase();
@@ -178,15 +178,19 @@ export async function withScenario<T>(
     await queues.requireNoConsumers();
     const stale = await queues.purge();
     if (stale > 0) bench.log(`${name}: purged ${stale} messages left in ${ACTION_QUEUES.join(', ')}`);
-    return await run(database.db, async () => {
-      roles = await startRoles(bench.counts, {
-        databaseUrl: database.url,
-        schema: database.schema,
-        amqpUrl: bench.amqpUrl,
-        settings: { HERALD_ACTIONS_DISPATCH: 'queue' },
-      });
-      return roles;
-    });
+    return await run(
+      database.db,
+      async () => {
+        roles = await startRoles(bench.counts, {
+          databaseUrl: database.url,
+          schema: database.schema,
+          amqpUrl: bench.amqpUrl,
+          settings: { HERALD_ACTIONS_DISPATCH: 'queue' },
+        });
+        return roles;
+      },
+      database,
+    );
   } finally {
     if (roles.length > 0) {
       await stopRoles(roles).catch(() => {});

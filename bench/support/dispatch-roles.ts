@@ -87,7 +87,8 @@ export function startRole(
       ...process.env,
       DATABASE_URL: environment.databaseUrl,
       HERALD_SCHEMA: environment.schema,
-      AMQP_URL: role === 'scanner' ? '' : (environment.amqpUrl ?? ''),
+      // Scanners too, as deployed: they publish the claims they commit themselves (ADR 0024).
+      AMQP_URL: environment.amqpUrl ?? '',
       // LINE dispatch goes through RabbitMQ only: no Kafka sink beside it in the relays.
       KAFKA_BROKERS: '',
       HERALD_POD: name,
