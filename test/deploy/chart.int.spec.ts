@@ -108,7 +108,8 @@ describe('the Helm chart', () => {
     expect(job.metadata.annotations!['helm.sh/hook']).toBe('pre-install,pre-upgrade');
     expect(job.spec.template.spec.containers[0].args).toEqual(['migrate']);
     const budgets = objects.filter((o) => o.kind === 'PodDisruptionBudget').map((o) => o.metadata.name);
-    expect(budgets.sort()).toEqual(ROLES.map((r) => `herald-${r}`).sort()); // every role has ≥ 2 replicas here
+    // Every role has ≥ 2 replicas here, the SMS gateway (off by default) included.
+    expect(budgets.sort()).toEqual([...ROLES, 'sms-gateway'].map((r) => `herald-${r}`).sort());
     expect(objects.some((o) => o.kind === 'ServiceMonitor')).toBe(true);
     const hpa = objects.find((o) => o.kind === 'HorizontalPodAutoscaler')!;
     expect(hpa.spec.scaleTargetRef.name).toBe('herald-relay');
