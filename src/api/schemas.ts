@@ -5,6 +5,7 @@
  * clients (base64url JSON of the last item's sort key) and validated like any other input.
  */
 import { z } from 'zod';
+import { EARLIEST_INSTANT, isoInstantInRange, LATEST_INSTANT } from '../domain/time.js';
 
 type CommandOption<U extends readonly z.ZodObject[], T extends string> = Extract<
   U[number],
@@ -30,7 +31,9 @@ export const outboxParams = z.strictObject({
 export const limit = z.coerce.number().int().min(1).max(500).default(50).describe('items per page (1–500)');
 
 /** A query-string time: ISO-8601 with an offset. */
-export const instantQuery = z.iso.datetime({ offset: true }).describe('ISO-8601 date-time with an offset');
+export const instantQuery = isoInstantInRange.describe(
+  `ISO-8601 date-time with an offset, ${EARLIEST_INSTANT} to ${LATEST_INSTANT}`,
+);
 
 export const flag = z.stringbool().describe('true or false');
 

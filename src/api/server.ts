@@ -43,6 +43,7 @@ import type { HeraldConfig } from '../settings/core.js';
 import { ApiKeyAuthenticator, type Permission, requirePermission } from './auth.js';
 import { RequestCommands } from './commands.js';
 import { httpMeters } from './http-metrics.js';
+import { unstorableField } from './input-limits.js';
 import type { ApiRegistry, RouteDeps } from './module.js';
 import { PROBLEM_CONTENT_TYPE, problem, problemFor } from './problem.js';
 import { dashboardRoutes } from './routes/dashboard.js';
@@ -287,15 +288,15 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
         request.principal = await sessions.authenticate(request);
         requirePermission(request.principal, permissionOf(request));
       });
-      // The Idempotency-Key fingerprint is over the request as received (before validation transforms it).
+      // Before anything walks the input (validation, the Idempotency-Key fingerprint): what PostgreSQL
+      // cannot store (NUL, lone surrogates) or recursion cannot walk (deep nesting) is a 422 naming the
+      // field, not a 500 in the command. Then the fingerprint over the request as received.
       v1.addHook('preValidation', async (request) => {
+        const input = { params: request.params, query: request.query, body: request.body ?? null };
+        const refused = unstorableField(input);
+        if (refused)
+          throw new ValidationError(`${refused.field} ${refused.reason}`, { field: refused.field });
         request.receivedInput = { body: request.body ?? null, params: request.params, query: request.query };
-      });
-      // PostgreSQL stores no NUL in text or jsonb: what the schemas let through is refused here, naming
-      // the field, rather than failing as a 500 in the command.
-      v1.addHook('preHandler', async (request) => {
-        const field = nulField({ params: request.params, query: request.query, body: request.body ?? null });
-        if (field) throw new ValidationError(`${field} contains a NUL character`, { field });
       });
       for (const module of deps.registry.apiModules) {
         if (module.routes) await v1.register(module.routes, routeDeps);
@@ -342,17 +343,4 @@ export async function startApiServer(deps: ApiServerDeps): Promise<RunningApiSer
       }
     },
   };
-}
-
-/** The path of the first string (value or key) in `value` holding a NUL character, if any. */
-function nulField(value: unknown, path = ''): string | undefined {
-  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
-  if (value === null || typeof value !== 'object') return undefined;
-  for (const [key, item] of Object.entries(value)) {
-    const at = path ? (Array.isArray(value) ? `${path}[${key}]` : `${path}.${key}`) : key;
-    if (key.includes('\u0000')) return at;
-    const found = nulField(item, at);
-    if (found) return found;
-  }
-  return undefined;
 }

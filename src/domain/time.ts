@@ -6,12 +6,31 @@
  */
 import { z } from 'zod';
 
+/**
+ * The instants Herald takes: 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z. ISO-8601 allows year 0000
+ * (PostgreSQL has no year 0: "date/time field value out of range") and Date more than PostgreSQL stores;
+ * nothing Herald schedules or lists lies outside this range.
+ */
+export const EARLIEST_INSTANT = '1970-01-01T00:00:00.000Z';
+export const LATEST_INSTANT = '9999-12-31T23:59:59.999Z';
+const IN_RANGE = `must lie between ${EARLIEST_INSTANT} and ${LATEST_INSTANT}`;
+
+export function instantInRange(epochMs: number): boolean {
+  return epochMs >= Date.parse(EARLIEST_INSTANT) && epochMs <= Date.parse(LATEST_INSTANT);
+}
+
 /** Command input: a valid Date or an ISO-8601 date-time with Z or an offset; output: canonical ISO UTC. */
 export const instantInput = z
   .union([z.date(), z.iso.datetime({ offset: true })], {
     error: 'expected a Date or an ISO-8601 date-time with an offset',
   })
+  .refine((value) => instantInRange((value instanceof Date ? value : new Date(value)).getTime()), IN_RANGE)
   .transform((value) => (value instanceof Date ? value : new Date(value)).toISOString());
+
+/** An ISO-8601 date-time with an offset, within Herald's range (query strings and request bodies). */
+export const isoInstantInRange = z.iso
+  .datetime({ offset: true })
+  .refine((value) => instantInRange(Date.parse(value)), IN_RANGE);
 
 export type InstantInput = z.input<typeof instantInput>;
 

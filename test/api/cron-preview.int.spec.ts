@@ -146,6 +146,21 @@ describe('POST /v1/cron-jobs/preview', () => {
     expectProblem(range, 422, 'expression');
     expect(range.body.errors[0].message).toMatch(/invalid cron expression '61 \* \* \* \*': .+/);
     expectProblem(await preview({ expression: '0 * * * *', timezone: 'Mars/Olympus' }), 422, 'timezone');
+    // 30 February parses but never fires: refused by the preview and by the create alike.
+    const never = await preview({ expression: '0 0 30 2 *', timezone: 'UTC' });
+    expectProblem(never, 422, 'expression');
+    expect(never.body.detail).toContain('never fires');
+    const created = await api.request('POST', '/v1/cron-jobs', {
+      key: operator,
+      body: {
+        name: 'never',
+        schedule: '0 0 31 4 *',
+        timezone: 'UTC',
+        jobType: 'ping',
+        payload: { url: 'https://example.com/' },
+      },
+    });
+    expectProblem(created, 422, 'schedule');
     expectProblem(await preview({ expression: '', timezone: 'UTC' }), 400, 'expression');
     expectProblem(await preview({ expression: '0 * * * *', timezone: 'UTC', count: 0 }), 400, 'count');
     expectProblem(

@@ -58,6 +58,43 @@ describe('input PostgreSQL cannot store', () => {
     const after = await api.t.db.query<{ n: number }>('select count(*)::int as n from event');
     expect(after.rows[0]!.n).toBe(before.rows[0]!.n);
   });
+
+  it('a lone UTF-16 surrogate in a body field, a key or a path is a 422 naming it, and writes nothing', async () => {
+    const before = await api.t.db.query<{ n: number }>('select count(*)::int as n from event');
+    // JSON.stringify writes a lone surrogate as the escape `\ud800`, as a client would send it.
+    const name = await api.request('POST', '/v1/campaigns', {
+      key,
+      body: lineCampaignBody({ name: 'x\ud800' }),
+    });
+    expectProblem(name, 422, 'body.name');
+    expect(name.body.detail).toContain('lone UTF-16 surrogate');
+    const text = lineCampaignBody({ line: { messages: [{ type: 'text', text: '\udc00 sale' }] } });
+    expectProblem(
+      await api.request('POST', '/v1/campaigns', { key, body: text }),
+      422,
+      'body.line.messages[0].text',
+    );
+    const after = await api.t.db.query<{ n: number }>('select count(*)::int as n from event');
+    expect(after.rows[0]!.n).toBe(before.rows[0]!.n);
+  });
+
+  it('JSON nested 10,000 levels deep is a 422 naming where it went too deep, not a stack overflow', async () => {
+    const depth = 10_000;
+    const raw = `{"name":"deep","castType":"broadcast","channel":"line","lineOaId":"oa-1","line":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}`;
+    const reply = await api.request('POST', '/v1/campaigns', { key, raw, contentType: 'application/json' });
+    expectProblem(reply, 422);
+    expect(reply.body.detail).toMatch(/^body\.line(\.a)+ is nested deeper than 64 levels$/);
+  });
+
+  it('a year-0000 time in a body or a query is a 4xx naming the field, not a 500', async () => {
+    const body = lineCampaignBody({ startAt: '0000-01-01T00:00:00Z' });
+    const created = await api.request('POST', '/v1/campaigns', { key, body });
+    expect(created.status, created.text).toBeGreaterThanOrEqual(400);
+    expect(created.status).toBeLessThan(500);
+    expect(created.text).toContain('startAt');
+    const listed = await api.request('GET', '/v1/campaigns?createdFrom=0000-01-01T00:00:00%2B00:00', { key });
+    expectProblem(listed, 400, 'querystring.createdFrom');
+  });
 });
 
 describe('the database away', () => {

@@ -212,6 +212,33 @@ describe('/v1/api-keys', () => {
     expect(live.body.items.map((k: { id: string }) => k.id)).not.toContain(id);
   });
 
+  it("an organization's last active admin key cannot be revoked, not even by two revocations at once", async () => {
+    const first = await api.key('org-last-admin', 'admin');
+    const idOf = async (key: string) =>
+      (await api.request('GET', '/v1/api-keys?limit=500', { key: first })).body.items.find(
+        (k: { prefix: string }) => key.startsWith(k.prefix),
+      ).id as string;
+    const firstId = await idOf(first);
+    expectIllegal(await api.request('POST', `/v1/api-keys/${firstId}/revoke`, { key: first }), 'last-admin');
+    expect((await api.request('GET', '/v1/campaigns', { key: first })).status).toBe(200);
+    const second = await api.request('POST', '/v1/api-keys', {
+      key: first,
+      body: { role: 'admin', name: 'b' },
+    });
+    expect(second.status).toBe(201);
+    const secondId = second.body.apiKey.id as string;
+    // Each admin revokes the other at the same moment: one of them stays.
+    const answers = await Promise.all([
+      api.request('POST', `/v1/api-keys/${secondId}/revoke`, { key: first }),
+      api.request('POST', `/v1/api-keys/${firstId}/revoke`, { key: second.body.key }),
+    ]);
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+    const { rows } = await api.t.db.query<{ n: number }>(
+      "select count(*)::int as n from api_key where organization_id = 'org-last-admin' and role = 'admin' and revoked_at is null",
+    );
+    expect(rows[0]!.n).toBe(1);
+  });
+
   it('400 for a bad role; 403 for an operator; 404 for an unknown key', async () => {
     expectProblem(
       await api.request('POST', '/v1/api-keys', { key: admin, body: { role: 'root' } }),

@@ -59,8 +59,20 @@ describe('previewSchedule', () => {
     expect(dst).toEqual({ ambiguous: 'both', missing: 'skip' });
   });
 
-  it('an expression that never fires again previews nothing; a wrong one is refused naming the field', () => {
-    expect(previewSchedule({ expression: '0 0 30 2 *', timezone: 'UTC' }, 0, 3).next).toEqual([]);
+  it('an expression that never fires (no such day) or a wrong one is refused naming the field', () => {
+    for (const expression of ['0 0 30 2 *', '0 0 31 4 *', '0 0 0 31 11 *']) {
+      try {
+        previewSchedule({ expression, timezone: 'UTC' }, 0, 3);
+        expect.unreachable(expression);
+      } catch (error) {
+        expect((error as ValidationError).details.field).toBe('schedule');
+        expect((error as Error).message).toContain('never fires');
+      }
+    }
+    // 29 February fires in leap years: valid.
+    expect(previewSchedule({ expression: '0 0 29 2 *', timezone: 'UTC' }, 0, 1).next[0]?.at).toBe(
+      '1972-02-29T00:00:00.000Z',
+    );
     expect(() => previewSchedule({ expression: '0 25 * * *', timezone: 'UTC' }, 0, 3)).toThrow(
       ValidationError,
     );

@@ -157,6 +157,20 @@ describe('generic CSV', () => {
     expect((await ledger.totals(ORG))!.balance).toBe(before);
   });
 
+  it('a CSV the parser cannot read (an unbalanced quote): FAILED at once with its line, nothing charged, no retry', async () => {
+    const before = (await ledger.totals(ORG))!.balance;
+    const rows = Array.from({ length: 30 }, (_, i) => `0171${String(1_000_000 + i).slice(1)}`).join('\n');
+    const { campaign, upload: u, outcome } = await build(`msisdn\n${rows}\n"01712345678\n01812345678\n`);
+    expect(outcome.status).toBe('FAILED');
+    expect(campaign).toMatchObject({ status: 'FAILED', sms: { recipients: 0 } });
+    expect(campaign.failureReason).toMatch(/^the CSV cannot be read: .*line 3[23]/);
+    expect(u).toMatchObject({ status: 'FAILED' });
+    expect(u.error).toBe(campaign.failureReason);
+    expect((await ledger.totals(ORG))!.balance).toBe(before);
+    // Nothing is left for the next sweep to try again.
+    expect((await builder().sweep()).processed).toBe(0);
+  });
+
   it('more valid rows than campaign.bulk.max-recipients: the whole build fails and its rows are cleared', async () => {
     const created = await upload(['msisdn', ...msisdns(5)].join('\n'));
     const sweeper = builder(ledger, { bulkMaxRecipients: 4, buildBatchSize: 2 });

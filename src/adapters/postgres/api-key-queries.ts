@@ -49,9 +49,21 @@ export const LIST_ALL_API_KEYS = `
    order by created_at, id
    limit $2`;
 
+/**
+ * With $3 (the API's revocation), an organization's last live admin key stays: the other live admin keys
+ * of its organization are locked first, so two revocations of the last two wait for each other and the
+ * second sees the first's (a key revoked meanwhile leaves the locked set when re-checked).
+ */
 export const REVOKE_API_KEY = `
+  with other_admins as (
+    select o.id from api_key o
+     where o.organization_id = (select organization_id from api_key where id = $1)
+       and o.role = 'admin' and o.revoked_at is null and o.id <> $1
+       for update
+  )
   update api_key set revoked_at = now()
    where id = $1 and ($2::text is null or organization_id = $2) and revoked_at is null
+     and (not $3::boolean or role <> 'admin' or exists (select 1 from other_admins))
   returning ${COLUMNS}`;
 
 export const TOUCH_API_KEY = `
@@ -151,13 +163,17 @@ export async function listAllApiKeys(
   return rows.map(fromRow);
 }
 
-/** Revokes a live key (of the organization, when given); null when there is no such live key. */
+/**
+ * Revokes a live key (of the organization, when given); null when there is no such live key, or, with
+ * `keepLastAdmin`, when it is its organization's last live admin key.
+ */
 export async function revokeApiKey(
   sql: SqlClient,
   id: string,
   organizationId: string | null,
+  options: { keepLastAdmin?: boolean } = {},
 ): Promise<ApiKeyRecord | null> {
-  const { rows } = await sql.query<Row>(REVOKE_API_KEY, [id, organizationId]);
+  const { rows } = await sql.query<Row>(REVOKE_API_KEY, [id, organizationId, options.keepLastAdmin ?? false]);
   return rows[0] ? fromRow(rows[0]) : null;
 }
 

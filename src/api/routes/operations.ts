@@ -369,7 +369,14 @@ export const operationRoutes: FastifyPluginAsyncZod<RouteDeps> = async (
             status: 'revoked',
           });
         }
-        const revoked = await revokeApiKey(tx, id, principal.organizationId);
+        const revoked = await revokeApiKey(tx, id, principal.organizationId, { keepLastAdmin: true });
+        if (!revoked && found.role === 'admin') {
+          // An organization without an admin key could never manage its keys again through the API.
+          throw new ConflictError(
+            `API key ${id} is the last active admin key of ${found.organizationId}: create another admin key first`,
+            { status: 'last-admin' },
+          );
+        }
         if (!revoked)
           throw new ConflictError(`API key ${id} was revoked concurrently`, { status: 'revoked' });
         return { status: 200, body: revoked };

@@ -156,10 +156,19 @@ export function validateSchedule(expression: string, timezone: string): void {
       { field: 'schedule', schedule: expression },
     );
   }
+  let cron: Cron;
   try {
-    new Cron(expression, { utcOffset: 0, mode: '5-or-6-parts' });
+    cron = new Cron(expression, { utcOffset: 0, mode: '5-or-6-parts' });
   } catch (error) {
     throw new ValidationError(`invalid cron expression '${expression}': ${(error as Error).message}`, {
+      field: 'schedule',
+      schedule: expression,
+    });
+  }
+  // A day that no month has (30 February, 31 April) parses but never fires: a job that looks active and
+  // never runs. Without a year field, an expression that fires at all fires within 28 years of any instant.
+  if (cron.nextRun(new Date(0)) === null) {
+    throw new ValidationError(`cron expression '${expression}' never fires (no such day in any year)`, {
       field: 'schedule',
       schedule: expression,
     });

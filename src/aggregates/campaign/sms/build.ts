@@ -12,7 +12,7 @@
  * ADR 0014, ADR 0023.
  */
 import { Readable } from 'node:stream';
-import { parse } from 'csv-parse';
+import { CsvError, parse } from 'csv-parse';
 import {
   claimUploadCharge,
   finishChargingUpload,
@@ -284,6 +284,13 @@ export class SmsCampaignBuilder {
         build.costUnits += prepared.recipient.costUnits;
         if (build.batch.length >= settings.buildBatchSize) await this.flush(build);
       }
+    } catch (error) {
+      // A file the parser cannot read (an unbalanced quote, …) fails the same way on every attempt:
+      // FAILED now, with the parser's message and line, before anything was charged.
+      if (!(error instanceof CsvError)) throw error;
+      const reason = `the CSV cannot be read: ${error.message}`;
+      await this.fail(build, reason);
+      return this.outcome(build, 'FAILED', reason);
     } finally {
       records.destroy();
     }
