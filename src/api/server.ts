@@ -288,15 +288,16 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
         request.principal = await sessions.authenticate(request);
         requirePermission(request.principal, permissionOf(request));
       });
-      // Before anything walks the input (validation, the Idempotency-Key fingerprint): what PostgreSQL
-      // cannot store (NUL, lone surrogates) or recursion cannot walk (deep nesting) is a 422 naming the
-      // field, not a 500 in the command. Then the fingerprint over the request as received.
+      // What PostgreSQL cannot store (NUL, lone surrogates) or recursion cannot walk (deep nesting) is a
+      // 422 naming the field, not a 500 in the command: in the body before anything walks it (validation,
+      // the Idempotency-Key fingerprint over the request as received); in the path and query after their
+      // validation (a malformed id stays a 400).
       v1.addHook('preValidation', async (request) => {
-        const input = { params: request.params, query: request.query, body: request.body ?? null };
-        const refused = unstorableField(input);
-        if (refused)
-          throw new ValidationError(`${refused.field} ${refused.reason}`, { field: refused.field });
+        refuseUnstorable({ body: request.body ?? null });
         request.receivedInput = { body: request.body ?? null, params: request.params, query: request.query };
+      });
+      v1.addHook('preHandler', async (request) => {
+        refuseUnstorable({ params: request.params, query: request.query });
       });
       for (const module of deps.registry.apiModules) {
         if (module.routes) await v1.register(module.routes, routeDeps);
@@ -343,4 +344,9 @@ export async function startApiServer(deps: ApiServerDeps): Promise<RunningApiSer
       }
     },
   };
+}
+
+function refuseUnstorable(input: Record<string, unknown>): void {
+  const refused = unstorableField(input);
+  if (refused) throw new ValidationError(`${refused.field} ${refused.reason}`, { field: refused.field });
 }
