@@ -378,6 +378,15 @@ export interface RecipientParts {
   }[];
 }
 
+/**
+ * Serializes the report decisions of one recipient: two transactions that each recorded the receipt of
+ * one of its parts (two binds, or a bind and the late-receipt sweep) would otherwise each read the other
+ * part as unanswered and neither would report it (write skew). Taken in id order, after the parts were
+ * written (part rows, then recipient rows, in every such transaction: no lock cycle).
+ */
+const LOCK_RECIPIENTS = `
+  select id from campaign_recipient where id = any($1::bigint[]) order by id for update`;
+
 const PARTS_OF_RECIPIENTS = `
 select p.submission_id::text, p.recipient_id::text, p.state, p.command_status, p.receipt_status, p.receipt_error,
        p.withdrawn_reason
@@ -393,6 +402,9 @@ export async function partsOfRecipients(
   pairs: readonly { submissionId: string; recipientId: string }[],
 ): Promise<RecipientParts[]> {
   if (pairs.length === 0) return [];
+  // A statement of its own: the read below then starts after the locks were granted and sees what the
+  // transaction that held them committed.
+  await sql.query(LOCK_RECIPIENTS, [[...new Set(pairs.map((p) => p.recipientId))]]);
   const { rows } = await sql.query<{
     submission_id: string;
     recipient_id: string;
