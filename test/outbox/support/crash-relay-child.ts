@@ -5,28 +5,12 @@
  * Configuration comes from the environment the parent passes (DATABASE_URL, HERALD_SCHEMA, AMQP_URL,
  * HERALD_RELAY_*), read through loadConfig like the real role.
  */
-import { AmqpSink } from '../../../src/adapters/amqp/amqp-sink.js';
-import { createDatabase } from '../../../src/adapters/postgres/database.js';
-import { loadConfig } from '../../../src/config.js';
-import { OutboxRelay } from '../../../src/outbox/relay.js';
+import { childRelay } from './child-relay.js';
 
-const config = loadConfig(process.env, { pod: 'crash-child' });
-const db = createDatabase({ url: config.databaseUrl, schema: config.schema, poolSize: 2 });
-const sink = new AmqpSink({
-  url: config.amqpUrl!,
-  inFlight: config.relay.inFlight,
-  name: 'herald-crash-child',
-});
-const relay = new OutboxRelay({
-  db,
-  sinks: { amqp: sink },
-  settings: config.relay,
-  owner: config.pod,
-  hooks: {
-    beforeMark: async (batch) => {
-      process.stdout.write(`${JSON.stringify({ confirmed: batch.messageIds })}\n`);
-      await new Promise(() => {}); // wait here for SIGKILL
-    },
+const { relay } = childRelay('crash-child', {
+  beforeMark: async (batch) => {
+    process.stdout.write(`${JSON.stringify({ confirmed: batch.messageIds })}\n`);
+    await new Promise(() => {}); // wait here for SIGKILL
   },
 });
 await relay.start();
