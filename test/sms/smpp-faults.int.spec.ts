@@ -329,8 +329,15 @@ describe('fencing: a campaign that stops sending', () => {
       expect(
         withdrawn.every((r) => r.dlr_status === 'SEND_FAILED' && r.dlr_code === 'SMPP_WITHDRAWN:PAUSED'),
       ).toBe(true);
-      const refunded = await world.recipients(cancelled);
-      expect(refunded.every((r) => r.status === 'FAILED' && r.failure_class === 'LATE')).toBe(true);
+      // CANCELLED settles the recipients not yet handed over; those already at the gateway are withdrawn
+      // there and reported failed (LATE) afterwards, through the roll-up.
+      await waitFor(
+        async () =>
+          (await world.recipients(cancelled)).every(
+            (r) => r.status === 'FAILED' && r.failure_class === 'LATE',
+          ),
+        { what: 'the cancelled campaign’s recipients withdrawn at the gateway, failed LATE' },
+      );
       expect(world.smsc.stats.accepted).toBe(0);
       const money = await waitFor(
         async () => {
