@@ -3,7 +3,7 @@
  * 22, item 2; docs/benchmarks.md has results):
  *
  *   npm run bench:peers -- [--jobs 100000] [--pairs 3] [--warm-up 100] [--setup-ms-per-item 0.5]
- *                          [--scanners 2] [--relays 2] [--workers 2]
+ *                          [--scanners 2] [--relays 2] [--workers 2] [--dispatch queue|in-process]
  *                          [--gw-processes <scanners+relays+workers>] [--gw-concurrency 8] [--gw-pool 10]
  *                          [--gw-local-queue -1] [--gw-complete-batch-ms -1]
  *
@@ -15,7 +15,9 @@
  * - herald: the burst scenario of bench:actions (bench/support/actions-burst.ts): N scheduled actions
  *   due at one instant through scanner → scheduled_action_fire → worker → action_execute, the roles as
  *   separate processes; last confirmed = the last action_execute row's sent_at (the relay marks it after
- *   the broker's confirm).
+ *   the broker's confirm). `--dispatch in-process`: the workers claim the due actions and run them
+ *   themselves, claims per transaction as the fire consumer records them (graphile-worker's shape:
+ *   no fire message, no first relay hop); give it `--scanners 0`, the scanners then have nothing to do.
  * - graphile-worker: --gw-processes processes (default: as many as Herald's roles), each `run()` with
  *   concurrentJobs --gw-concurrency and maxPoolSize --gw-pool (Herald's HERALD_DB_POOL_SIZE default is
  *   10 too), one task that publishes the job's payload on a confirm channel
@@ -57,6 +59,7 @@ const { values } = parseArgs({
     scanners: { type: 'string', default: '2' },
     relays: { type: 'string', default: '2' },
     workers: { type: 'string', default: '2' },
+    dispatch: { type: 'string', default: 'queue' },
     'gw-processes': { type: 'string' },
     'gw-concurrency': { type: 'string', default: '8' },
     'gw-pool': { type: 'string', default: '10' },
@@ -68,7 +71,7 @@ const { values } = parseArgs({
 if (values.help) {
   process.stdout.write(
     'npm run bench:peers -- [--jobs 100000] [--pairs 3] [--warm-up 100] [--setup-ms-per-item 0.5] ' +
-      '[--scanners 2] [--relays 2] [--workers 2] ' +
+      '[--scanners 2] [--relays 2] [--workers 2] [--dispatch queue|in-process] ' +
       '[--gw-processes N] [--gw-concurrency 8] [--gw-pool 10] [--gw-local-queue -1] [--gw-complete-batch-ms -1]\n' +
       '(see bench/peers.bench.ts)\n',
   );
@@ -78,6 +81,11 @@ const n = Number(values.jobs);
 const warmUp = Number(values['warm-up']);
 /** The due instant comes this long per item (+5 s) after the seeding starts, on both sides. */
 const setupMsPerItem = Number(values['setup-ms-per-item']);
+if (values.dispatch !== 'queue' && values.dispatch !== 'in-process') {
+  process.stderr.write(`bench:peers: --dispatch must be queue or in-process, not ${values.dispatch}\n`);
+  process.exit(2);
+}
+const dispatch = values.dispatch;
 const counts = {
   scanners: Number(values.scanners),
   relays: Number(values.relays),
@@ -92,7 +100,7 @@ const gw = {
 };
 const amqpUrl = requireEnv('AMQP_URL');
 const log = (line: string) => process.stdout.write(`${line}\n`);
-const bench: ActionsBench = { amqpUrl, queueType: 'quorum', counts, log };
+const bench: ActionsBench = { amqpUrl, queueType: 'quorum', counts, log, dispatch };
 const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'support', 'peers-graphile-child.ts');
 const ADD_BATCH = 1_000;
 
@@ -300,7 +308,7 @@ await profileDatabase.drop();
 log(profile.line);
 const setup =
   `${n} items due at one instant (+${warmUp} warm-up), one confirmed publish each to a quorum queue; ` +
-  `herald: ${counts.scanners} scanners, ${counts.relays} relays, ${counts.workers} workers (${heraldSettings}); ` +
+  `herald: ${counts.scanners} scanners, ${counts.relays} relays, ${counts.workers} workers, ${dispatch} dispatch (${heraldSettings}); ` +
   `graphile-worker: ${gw.processes} processes × concurrentJobs ${gw.concurrency}, maxPoolSize ${gw.pool}` +
   (gw.localQueue > 0 ? `, localQueue ${gw.localQueue}` : '') +
   (gw.completeBatchMs >= 0 ? `, completeJobBatchDelay ${gw.completeBatchMs} ms` : '');

@@ -30,6 +30,11 @@ export interface ActionsBench {
   queueType: 'quorum' | 'classic';
   counts: { scanners: number; relays: number; workers: number };
   log: (line: string) => void;
+  /**
+   * HERALD_ACTIONS_DISPATCH of the roles: `queue` (the default: scanners claim and publish
+   * scheduled_action_fire for the workers) or `in-process` (the workers claim and run the actions).
+   */
+  dispatch?: 'queue' | 'in-process';
 }
 
 const SEED_BATCH = 1_000;
@@ -96,16 +101,20 @@ const EXECUTE_TIMES = `
     from outbox o join scheduled_action a on a.id = (o.payload ->> 'actionId')::uuid
    where o.destination = 'action_execute' and o.status = 'sent' and a.organization_id <> '${WARM_UP_ORGANIZATION}'`;
 
-/** Where due → published goes, per action (ms): claim, fire published, executed, execute published. */
+/**
+ * Where due → published goes, per action (ms): claimed, fire published (queue dispatch only: null
+ * in-process, where the worker runs its own claims), executed, execute published.
+ */
 const STAGE_TIMES = `
   select (extract(epoch from (c.recorded_at - a.execute_at)) * 1000)::float8 as due_to_claim,
          (extract(epoch from (f.sent_at - c.recorded_at)) * 1000)::float8 as claim_to_fire_sent,
          (extract(epoch from (x.recorded_at - f.sent_at)) * 1000)::float8 as fire_sent_to_executed,
+         (extract(epoch from (x.recorded_at - c.recorded_at)) * 1000)::float8 as claim_to_executed,
          (extract(epoch from (o.sent_at - x.recorded_at)) * 1000)::float8 as executed_to_sent
     from scheduled_action a
     join event c on c.stream_type = 'scheduled_action' and c.stream_id = a.id::text and c.type = 'ActionClaimed'
     join event x on x.stream_type = 'scheduled_action' and x.stream_id = a.id::text and x.type = 'ActionExecuted'
-    join outbox f on f.destination = 'scheduled_action_fire' and (f.payload ->> 'actionId')::uuid = a.id
+    left join outbox f on f.destination = 'scheduled_action_fire' and (f.payload ->> 'actionId')::uuid = a.id
     join outbox o on o.destination = 'action_execute' and (o.payload ->> 'actionId')::uuid = a.id
    where a.organization_id <> '${WARM_UP_ORGANIZATION}' and o.status = 'sent'`;
 
@@ -113,6 +122,7 @@ export const STAGES = [
   'due_to_claim',
   'claim_to_fire_sent',
   'fire_sent_to_executed',
+  'claim_to_executed',
   'executed_to_sent',
 ] as const;
 export type Stage = (typeof STAGES)[number];
@@ -120,9 +130,11 @@ export type Stage = (typeof STAGES)[number];
 /** Logs (and returns) each stage's distribution over the measured actions. */
 export async function stages(bench: ActionsBench, db: Database, name: string) {
   const { rows } = await db.query<Record<Stage, number>>(STAGE_TIMES);
-  const result = {} as Record<Stage, Distribution>;
+  const result: Partial<Record<Stage, Distribution>> = {};
   for (const stage of STAGES) {
-    result[stage] = distribution(rows.map((r) => r[stage]));
+    const samples = rows.map((r) => r[stage]).filter((ms) => ms !== null);
+    if (samples.length === 0) continue; // no fire messages in-process
+    result[stage] = distribution(samples);
     bench.log(`${name}: stage ${stage.replaceAll('_', ' ')} ${describe(result[stage])}`);
   }
   return result;
@@ -185,7 +197,7 @@ export async function withScenario<T>(
           databaseUrl: database.url,
           schema: database.schema,
           amqpUrl: bench.amqpUrl,
-          settings: { HERALD_ACTIONS_DISPATCH: 'queue' },
+          settings: { HERALD_ACTIONS_DISPATCH: bench.dispatch ?? 'queue' },
         });
         return roles;
       },
@@ -207,7 +219,7 @@ export interface BurstResult {
   /** Measured actions per second from the due instant to the last action_execute published. */
   firedPerSecond: number;
   lastAfterDueMs: number;
-  stages: Record<Stage, Distribution>;
+  stages: Partial<Record<Stage, Distribution>>;
   /** CPU time (user + system) of each role from the due instant to the end, in ms. */
   roleCpuMs: Record<string, number>;
   /** Share of the host's cores busy from the due instant to the end (bench/support/host-cpu.ts). */

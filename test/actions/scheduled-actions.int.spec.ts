@@ -368,6 +368,51 @@ describe('retries', () => {
     expect((await executeMessages(t)).get(action.actionId)).toBe(1);
   });
 
+  it('claims run in batches: one transaction records several executions; a failing action leaves the batch and retries alone', async () => {
+    const calls = new Map<string, number>();
+    let poisoned = '';
+    const executor: ActionExecutor = {
+      async execute({ action }) {
+        calls.set(action.actionId, (calls.get(action.actionId) ?? 0) + 1);
+        if (action.actionId === poisoned) throw new TransientError('executor unavailable');
+        return { published: true };
+      },
+    };
+    const actions = [];
+    for (let i = 0; i < 6; i++) actions.push(await h.service.schedule(normalAction()));
+    poisoned = actions[2]!.actionId;
+    const ids = actions.map((a) => a.actionId);
+    // All six due at once: one claim, then the runs.
+    await h.drain(h.sweeper({ executor }));
+    const executed = await t.db.query<{ stream_id: string; tx: string }>(
+      `select stream_id, tx::text from event where type = 'ActionExecuted' and stream_id = any($1::text[])`,
+      [ids],
+    );
+    expect(executed.rows.map((r) => r.stream_id).sort()).toEqual(ids.filter((id) => id !== poisoned).sort());
+    // The batch failed once on the poisoned action, then ran one action per transaction.
+    expect(calls.get(poisoned)).toBeGreaterThanOrEqual(1);
+    expect((await h.service.get(poisoned)).status).toBe('pending');
+    expect(await eventTypes(t, poisoned)).toEqual([
+      'ActionScheduled',
+      'ActionClaimed',
+      'ActionRetryScheduled',
+    ]);
+    expect((await executeMessages(t)).get(poisoned)).toBeUndefined();
+    for (const id of ids) if (id !== poisoned) expect((await executeMessages(t)).get(id)).toBe(1);
+
+    // Without a failure, several executions share one transaction (the retried action may join them).
+    poisoned = '';
+    const calm = [];
+    for (let i = 0; i < 4; i++) calm.push(await h.service.schedule(normalAction()));
+    const calmIds = calm.map((a) => a.actionId);
+    await h.drain(h.sweeper({ executor }));
+    const together = await t.db.query<{ n: number }>(
+      `select count(distinct tx)::int as n from event where type = 'ActionExecuted' and stream_id = any($1::text[])`,
+      [calmIds],
+    );
+    expect(together.rows[0]!.n).toBe(1);
+  });
+
   it('after maxRetries the action fails, with the error; a PermanentError fails at once', async () => {
     const { executor, calls } = failing(100);
     const sweeper = h.sweeper({ executor });

@@ -55,6 +55,7 @@ export function actionsHarness(
               logger,
               settings: config.actions,
               concurrency: config.actions.concurrency,
+              batchSize: config.consumer.batchSize,
               ...(ports ? { ports } : {}),
             }),
           }

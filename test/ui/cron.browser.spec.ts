@@ -187,7 +187,7 @@ describe('cron jobs in the browser', () => {
     expect(listed.length).toBeLessThanOrEqual(7);
     const instants = listed.map((at) => Date.parse(`${at.replace(' ', 'T')}Z`));
     for (let i = 1; i < instants.length; i++)
-      expect(instants[i] - instants[i - 1]).toBeGreaterThanOrEqual(600_000);
+      expect(instants[i]! - instants[i - 1]!).toBeGreaterThanOrEqual(600_000);
     for (const at of listed) expect(at).toMatch(/^\d{4}-\d\d-\d\d \d\d:[0-5]0:00$/);
     // A dry run writes nothing.
     const before = await ui.dashboard.request('GET', `/v1/cron-jobs/${jobId}/runs`, { key });

@@ -19,9 +19,9 @@ import type {
 import { errorMessage } from '../../errors.js';
 import type { CommandHandler, CommandResult } from '../../eventstore/command-handler.js';
 import type { Logger } from '../../logger.js';
-import type { Database } from '../../ports/database.js';
+import type { Database, SqlClient } from '../../ports/database.js';
 import { retryDelayMs } from '../../runtime/backoff.js';
-import type { ConsumedMessage, Handler } from '../../worker/delivery-policy.js';
+import type { BatchingHandler, ConsumedMessage, Handler } from '../../worker/delivery-policy.js';
 import { type FencedHandlerDefinition, fencedHandler } from '../../worker/fenced-handler.js';
 import { type ActionFirePayload, fireMessageId, scheduledActionAggregate } from './descriptor.js';
 import { type ActionPorts, defaultActionPorts, type ProcessOutcome, processAction } from './processing.js';
@@ -114,28 +114,42 @@ export function actionFireHandler(
 }
 
 /**
- * The in-process shape: runs claims the worker just made through the same fenced handler, each in a
- * transaction of its own, `concurrency` at a time. A claim whose run cannot commit (database trouble)
- * stays processing and is recovered after the stale window, like a crashed worker's.
+ * The in-process shape: runs claims the worker just made through the same fenced handler, `batchSize`
+ * claims per transaction in its batch form (HERALD_CONSUMER_BATCH_SIZE, as the fire consumer records
+ * its deliveries), `concurrency` transactions at a time. A batch the batch form declines or fails goes
+ * one claim per transaction, so one failing action cannot hold back the others; a claim whose run
+ * cannot commit (database trouble) stays processing and is recovered after the stale window, like a
+ * crashed worker's.
  */
-export function inProcessRunner(options: ActionFireOptions & { db: Database; concurrency: number }) {
-  const handle = actionFireHandler(options, ACTION_RUNNER_ACTOR);
-  const runOne = async (state: ExistingAction) => {
+export function inProcessRunner(
+  options: ActionFireOptions & { db: Database; concurrency: number; batchSize: number },
+) {
+  const handle = actionFireHandler(options, ACTION_RUNNER_ACTOR) as Handler<ActionFirePayload> &
+    Partial<BatchingHandler<ActionFirePayload>>;
+  const messageOf = (
+    state: ExistingAction,
+    callbacks: (() => void)[],
+  ): ConsumedMessage<ActionFirePayload> => ({
+    messageId: fireMessageId(state.actionId, state.claimEpoch),
+    payload: { actionId: state.actionId, organizationId: state.organizationId, epoch: state.claimEpoch },
+    headers: {},
+    attempt: 1,
+    queue: 'in-process',
+    redelivered: false,
+    correlationId: randomUUID(),
+    aggregateId: state.actionId,
+    afterCommit: (callback) => callbacks.push(callback),
+  });
+  /** Runs `work` in a transaction; the after-commit callbacks only once it committed. */
+  const inTransaction = async (work: (tx: SqlClient, callbacks: (() => void)[]) => Promise<unknown>) => {
     const callbacks: (() => void)[] = [];
-    const message: ConsumedMessage<ActionFirePayload> = {
-      messageId: fireMessageId(state.actionId, state.claimEpoch),
-      payload: { actionId: state.actionId, organizationId: state.organizationId, epoch: state.claimEpoch },
-      headers: {},
-      attempt: 1,
-      queue: 'in-process',
-      redelivered: false,
-      correlationId: randomUUID(),
-      aggregateId: state.actionId,
-      afterCommit: (callback) => callbacks.push(callback),
-    };
+    const result = await options.db.transaction((tx) => work(tx, callbacks));
+    for (const callback of callbacks) callback();
+    return result;
+  };
+  const runOne = async (state: ExistingAction) => {
     try {
-      await options.db.transaction((tx) => handle(message, tx));
-      for (const callback of callbacks) callback();
+      await inTransaction((tx, callbacks) => handle(messageOf(state, callbacks), tx));
     } catch (error) {
       options.logger.error(
         { err: error, aggregateId: state.actionId, epoch: state.claimEpoch },
@@ -143,14 +157,37 @@ export function inProcessRunner(options: ActionFireOptions & { db: Database; con
       );
     }
   };
+  const runBatch = async (states: readonly ExistingAction[]) => {
+    const batch = handle.batch;
+    if (states.length > 1 && batch) {
+      try {
+        const outcomes = await inTransaction((tx, callbacks) =>
+          batch(
+            states.map((state) => messageOf(state, callbacks)),
+            tx,
+          ),
+        );
+        if (outcomes !== null) return;
+      } catch (error) {
+        options.logger.warn(
+          { err: error, actions: states.length },
+          `in-process batch failed; running its actions one at a time: ${errorMessage(error)}`,
+        );
+      }
+    }
+    for (const state of states) await runOne(state);
+  };
   return async (results: readonly CommandResult<ScheduledActionState, ScheduledActionEvent>[]) => {
     const claimed = results
       .map((r) => r.state)
       .filter((s): s is ExistingAction => s.status === 'processing' && s.delivery === 'in-process');
+    const batches: ExistingAction[][] = [];
+    for (let i = 0; i < claimed.length; i += options.batchSize)
+      batches.push(claimed.slice(i, i + options.batchSize));
     let next = 0;
     const lane = async () => {
-      while (next < claimed.length) await runOne(claimed[next++]!);
+      while (next < batches.length) await runBatch(batches[next++]!);
     };
-    await Promise.all(Array.from({ length: Math.min(options.concurrency, claimed.length) }, lane));
+    await Promise.all(Array.from({ length: Math.min(options.concurrency, batches.length) }, lane));
   };
 }

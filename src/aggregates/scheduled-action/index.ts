@@ -50,6 +50,7 @@ function sweeperFor({ config, db, handler, logger, wakeups, ports }: ActionConte
             logger: logger.child({ consumer: ACTION_RUNNER_ACTOR }),
             settings: actions,
             concurrency: actions.concurrency,
+            batchSize: config.consumer.batchSize,
             ports,
           }),
         }
