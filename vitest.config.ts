@@ -8,6 +8,11 @@ import { defineConfig } from 'vitest/config';
 // npm test runs it after the others, one file at a time. The `browser` project (test/ui/**/*.browser.spec.ts)
 // drives Debian's Chromium against `herald api` and the roles as child processes (the seeds' queue names
 // too): it runs last, one file at a time.
+//
+// Workers: vitest's default is one fewer than the CPUs, i.e. one on a 2-core machine, which would run
+// the integration files one after the other although most of their time is spent waiting on the
+// services and on child processes. HERALD_TEST_WORKERS (default 3) sets how many files run at once.
+const workers = Number(process.env.HERALD_TEST_WORKERS ?? 3);
 const serial = ['test/e2e/**/*.e2e.spec.ts', 'test/**/*broker-outage*.spec.ts', 'test/**/*.serial.spec.ts'];
 
 export default defineConfig({
@@ -30,6 +35,7 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    maxWorkers: workers,
     reporters: ['default'],
   },
 });

@@ -378,7 +378,7 @@ describe('retries', () => {
         return { published: true };
       },
     };
-    const actions = [];
+    const actions: { actionId: string }[] = [];
     for (let i = 0; i < 6; i++) actions.push(await h.service.schedule(normalAction()));
     poisoned = actions[2]!.actionId;
     const ids = actions.map((a) => a.actionId);
@@ -391,18 +391,16 @@ describe('retries', () => {
     expect(executed.rows.map((r) => r.stream_id).sort()).toEqual(ids.filter((id) => id !== poisoned).sort());
     // The batch failed once on the poisoned action, then ran one action per transaction.
     expect(calls.get(poisoned)).toBeGreaterThanOrEqual(1);
-    expect((await h.service.get(poisoned)).status).toBe('pending');
-    expect(await eventTypes(t, poisoned)).toEqual([
-      'ActionScheduled',
-      'ActionClaimed',
-      'ActionRetryScheduled',
-    ]);
+    // Claimed and retried (again, if its short test backoff ran out while the drain went on), never executed.
+    const history = await eventTypes(t, poisoned);
+    expect(history.slice(0, 3)).toEqual(['ActionScheduled', 'ActionClaimed', 'ActionRetryScheduled']);
+    expect(new Set(history.slice(1))).toEqual(new Set(['ActionClaimed', 'ActionRetryScheduled']));
     expect((await executeMessages(t)).get(poisoned)).toBeUndefined();
     for (const id of ids) if (id !== poisoned) expect((await executeMessages(t)).get(id)).toBe(1);
 
     // Without a failure, several executions share one transaction (the retried action may join them).
     poisoned = '';
-    const calm = [];
+    const calm: { actionId: string }[] = [];
     for (let i = 0; i < 4; i++) calm.push(await h.service.schedule(normalAction()));
     const calmIds = calm.map((a) => a.actionId);
     await h.drain(h.sweeper({ executor }));
@@ -411,6 +409,11 @@ describe('retries', () => {
       [calmIds],
     );
     expect(together.rows[0]!.n).toBe(1);
+    // Nothing left for the next test: the once-failing action runs once its backoff is over.
+    await waitFor(async () => {
+      await h.drain(h.sweeper({ executor }));
+      return (await h.service.get(actions[2]!.actionId)).status === 'done';
+    });
   });
 
   it('after maxRetries the action fails, with the error; a PermanentError fails at once', async () => {

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../src/testing/wait.js';
-import { herald } from '../support/cli.js';
+import { herald, heraldArgs } from '../support/cli.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { holdRowLock, lineCampaignBody, request, waitForLockWait } from './support/api.js';
 
@@ -77,7 +77,7 @@ describe('herald api', () => {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     let output = '';
-    child = spawn('node', ['--import', 'tsx', 'src/main.ts', 'api'], {
+    child = spawn(process.execPath, heraldArgs(['api']), {
       env: {
         ...process.env,
         DATABASE_URL: t.url,

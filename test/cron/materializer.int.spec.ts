@@ -19,6 +19,7 @@ import { silentLogger } from '../../src/logger.js';
 import { verifyStates } from '../../src/projections/verify.js';
 import { Scanner } from '../../src/scanner/scanner.js';
 import { waitFor } from '../../src/testing/wait.js';
+import { heraldArgs } from '../support/cli.js';
 import { cronService, dbNowMs } from '../support/cron.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
@@ -145,7 +146,7 @@ describe('cron materializer', () => {
     });
 
     const spawnScanner = () => {
-      const child = spawn('node', ['--import', 'tsx', 'src/main.ts', 'scanner'], {
+      const child = spawn(process.execPath, heraldArgs(['scanner']), {
         env: {
           ...process.env,
           DATABASE_URL: t.url,

@@ -3,7 +3,8 @@
  * scratch folder inside the repository (so dist/ of a working checkout is left alone and node_modules
  * still resolves), then `node <out>/main.js <role> --help` for every role of the CLI's table:
  * exit 0 and the role's own usage line. Catches what only the compiled output gets wrong (an import
- * that resolves under tsx only, a file missing from src/).
+ * that resolves under tsx only, a file missing from src/). Under `npm test` (HERALD_TEST_FROM_DIST=1) it
+ * checks the dist/ that `npm run build:server` made just before, the same compiler run.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
@@ -11,18 +12,27 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const OUT = join(ROOT, '.cache', 'build-check', 'dist');
+const FROM_DIST = process.env.HERALD_TEST_FROM_DIST === '1';
+const OUT = FROM_DIST ? join(ROOT, 'dist') : join(ROOT, '.cache', 'build-check', 'dist');
 
 afterAll(() => rmSync(join(ROOT, '.cache', 'build-check'), { recursive: true, force: true }));
 
 describe('the compiled build', () => {
   it('runs every role with --help', async () => {
-    rmSync(OUT, { recursive: true, force: true });
-    execFileSync(
-      process.execPath,
-      [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', OUT],
-      { cwd: ROOT, stdio: 'inherit' },
-    );
+    if (!FROM_DIST) {
+      rmSync(OUT, { recursive: true, force: true });
+      execFileSync(
+        process.execPath,
+        [
+          join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+          '-p',
+          'tsconfig.build.json',
+          '--outDir',
+          OUT,
+        ],
+        { cwd: ROOT, stdio: 'inherit' },
+      );
+    }
     const main = join(OUT, 'main.js');
     const usage = execFileSync(process.execPath, [main, '--help'], { encoding: 'utf8' });
     const roles = [...usage.matchAll(/^ {2}(\S+) {2,}/gm)].map((m) => m[1]!);

@@ -4,7 +4,9 @@
  * from TypeScript under `--strict` with the library types checked (no skipLibCheck), and the installed
  * `herald` bin run: `--help`, and `migrate` against a test database. Catches what only the package
  * gets wrong: a file left out of `files`, a runtime import of a dev dependency, a type the entries
- * leak without its declarations, a bin that needs the source.
+ * leak without its declarations, a bin that needs the source. Under `npm test` (HERALD_TEST_FROM_DIST=1,
+ * dist/ and the dashboard built by it just before, with the scripts `prepack` runs) the copy gets that
+ * dist/ and is packed without running `prepack` again.
  */
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -43,7 +45,10 @@ beforeAll(async () => {
     }
   }
   symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'));
-  run('npm', ['pack', '--pack-destination', work], copy);
+  if (process.env.HERALD_TEST_FROM_DIST === '1') {
+    cpSync(join(ROOT, 'dist'), join(copy, 'dist'), { recursive: true });
+    run('npm', ['pack', '--ignore-scripts', '--pack-destination', work], copy);
+  } else run('npm', ['pack', '--pack-destination', work], copy);
   const tarball = readdirSync(work).find((name) => name.endsWith('.tgz'));
   if (!tarball) throw new Error('npm pack made no tarball');
   mkdirSync(app);

@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { LineSimulator } from '../../src/aggregates/campaign/line/simulator/server.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
+import { heraldArgs } from '../support/cli.js';
 import {
   type LineWorld,
   lineAcceptancesPerChunk,
@@ -45,7 +46,7 @@ afterEach(async () => {
 });
 
 function herald(args: string[], env: Record<string, string>) {
-  const process_ = spawn('node', ['--import', 'tsx', 'src/main.ts', ...args], {
+  const process_ = spawn(process.execPath, heraldArgs(args), {
     // `herald all` runs the HTTP API too: on any free port, so nothing else on the host is in its way.
     env: {
       ...process.env,

@@ -10,6 +10,7 @@ import { once } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../src/testing/wait.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
+import { heraldArgs } from '../support/cli.js';
 import { TEST_LINE_CONTENT } from '../support/line.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -33,7 +34,7 @@ afterEach(async () => {
 });
 
 function herald(role: string, env: Record<string, string> = {}) {
-  const process_ = spawn('node', ['--import', 'tsx', 'src/main.ts', role], {
+  const process_ = spawn(process.execPath, heraldArgs([role]), {
     env: {
       ...process.env,
       DATABASE_URL: proxy.url(t.url),

@@ -22,6 +22,7 @@ import {
   normalAction,
   waitAction,
 } from '../support/actions.js';
+import { heraldArgs } from '../support/cli.js';
 import { type RunningRoles, startRoles } from '../support/roles.js';
 import { createTestDatabase, requireEnv, type TestDatabase } from '../support/services.js';
 
@@ -224,7 +225,7 @@ describe('a worker killed mid-processing', () => {
     await locked;
     const action = await service.schedule(normalAction({ subjectId: 'dave' }));
 
-    child = spawn('node', ['--import', 'tsx', 'src/main.ts', 'worker'], {
+    child = spawn(process.execPath, heraldArgs(['worker']), {
       env: {
         ...process.env,
         DATABASE_URL: t.url,

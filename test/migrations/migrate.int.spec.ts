@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MIGRATIONS_DIR, migrate, readMigrations } from '../../src/adapters/postgres/migrator.js';
+import { heraldArgs } from '../support/cli.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
 const run = promisify(execFile);
@@ -17,8 +18,11 @@ afterAll(async () => t?.drop());
 describe('migrations', () => {
   it('two `herald migrate` processes at once both succeed and apply each file once', async () => {
     const env = { ...process.env, DATABASE_URL: t.url, HERALD_SCHEMA: 'herald', HERALD_LOG_LEVEL: 'silent' };
-    const cli = ['--import', 'tsx', 'src/main.ts', 'migrate'];
-    const [a, b] = await Promise.all([run('node', cli, { env }), run('node', cli, { env })]);
+    const cli = heraldArgs(['migrate']);
+    const [a, b] = await Promise.all([
+      run(process.execPath, cli, { env }),
+      run(process.execPath, cli, { env }),
+    ]);
     const outputs = [a.stdout, b.stdout].join('\n');
     const files = await readMigrations();
     expect(outputs).toContain('migrations applied');
@@ -52,8 +56,8 @@ describe('migrations', () => {
       HERALD_LOG_LEVEL: 'silent',
     };
     const files = await readMigrations();
-    const cli = ['--import', 'tsx', 'src/main.ts', 'migrate', '--dry-run'];
-    const fresh = await run('node', cli, { env });
+    const cli = heraldArgs(['migrate', '--dry-run']);
+    const fresh = await run(process.execPath, cli, { env });
     expect(fresh.stdout.trim()).toBe(
       `would apply: ${files.map((f) => f.name).join(', ')} (already applied: 0)`,
     );
@@ -75,7 +79,7 @@ describe('migrations', () => {
     const { rows } = await t.db.query<{ n: number }>('select count(*)::int as n from herald_dry.migration');
     expect(rows[0]!.n).toBe(files.length - 2);
 
-    const bad = await run('node', ['--import', 'tsx', 'src/main.ts', 'migrate', '--dryrun'], {
+    const bad = await run(process.execPath, heraldArgs(['migrate', '--dryrun']), {
       env,
     }).catch((error: { code: number; stderr: string }) => error);
     expect(bad).toMatchObject({ code: 2, stderr: expect.stringContaining('unknown option --dryrun') });

@@ -12,6 +12,7 @@ import { claimOutboxBatch, scheduleRetry } from '../../src/adapters/postgres/out
 import { silentLogger } from '../../src/logger.js';
 import { runOutboxCommand } from '../../src/outbox/outbox-admin.js';
 import { waitFor } from '../../src/testing/wait.js';
+import { heraldArgs } from '../support/cli.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 import { seedOrdered } from './support/ordered-fixtures.js';
 
@@ -130,20 +131,16 @@ describe('herald outbox', () => {
 
   it('is wired into the herald CLI (child process)', async () => {
     const head = await parkKey(2);
-    const { stdout } = await run(
-      process.execPath,
-      ['--import', 'tsx', 'src/main.ts', 'outbox', 'parked', '--json'],
-      {
-        cwd: REPO,
-        timeout: 60_000,
-        env: {
-          ...process.env,
-          DATABASE_URL: database.url,
-          HERALD_SCHEMA: database.schema,
-          HERALD_LOG_LEVEL: 'silent',
-        },
+    const { stdout } = await run(process.execPath, heraldArgs(['outbox', 'parked', '--json']), {
+      cwd: REPO,
+      timeout: 60_000,
+      env: {
+        ...process.env,
+        DATABASE_URL: database.url,
+        HERALD_SCHEMA: database.schema,
+        HERALD_LOG_LEVEL: 'silent',
       },
-    );
+    });
     const parked = JSON.parse(stdout) as { id: number; partitionKey: string; waiting: number }[];
     expect(parked).toEqual([expect.objectContaining({ id: head, partitionKey: 'k', waiting: 1 })]);
   });
