@@ -185,12 +185,17 @@ export class Projector {
     this.loop = new ServiceLoop({
       name: 'projector',
       logger: this.logger,
-      round: () => this.round(),
-      errorBackoff: { baseMs: 200, maxMs: 5_000, jitter: 'equal' },
-      onError: (error, attempt, delayMs) => {
-        this.stats.errors++;
-        this.logger.error({ err: error, attempt, delayMs }, 'projector batch failed; retrying');
+      round: async () => {
+        try {
+          return await this.round();
+        } catch (error) {
+          this.stats.errors++;
+          throw error;
+        }
       },
+      errorBackoff: { baseMs: 200, maxMs: 5_000, jitter: 'equal' },
+      onError: (error, attempt, delayMs) =>
+        this.logger.error({ err: error, attempt, delayMs }, 'projector batch failed; retrying'),
     });
     this.loop.start();
   }

@@ -4,8 +4,10 @@
  * A round does some work and says how long to sleep; a wake-up (NOTIFY, a tick, new work) ends the
  * sleep early or, when it arrives during a round, skips the next sleep; a round that throws is logged
  * and retried after a backoff (`retryDelayMs`), so a database that is down delays work and never
- * stops the process. `stop()` aborts every sleep and delay, lets the round in progress finish, and
- * resolves. Wake-ups only cut latency (invariant 7): correctness rests on what the rounds claim.
+ * stops the process. An outage is logged twice, not once per failed round: its first failure at error,
+ * and the round that succeeds again at warn with how long the outage lasted, how many rounds failed and
+ * the first error (the failures between are debug lines). `stop()` aborts every sleep and delay, lets
+ * the round in progress finish, and resolves. Wake-ups only cut latency (invariant 7): correctness rests on what the rounds claim.
  */
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -20,8 +22,13 @@ export interface ServiceLoopOptions {
   /** Back-off after a failed round, by consecutive failures. Default 250 ms doubling to 30 s. */
   errorBackoff?: BackoffSettings;
   random?: RandomSource;
-  /** Called instead of the default error log line (which names the service, the error and the delay). */
+  /**
+   * Called for the first failed round of an outage instead of the default error log line (which names
+   * the service, the error and the delay); the later ones are debug lines.
+   */
   onError?: (error: unknown, failures: number, retryInMs: number) => void;
+  /** The clock outages are timed with (ms). Default `Date.now`. */
+  now?: () => number;
 }
 
 export interface ServiceLoopStats {
@@ -40,6 +47,8 @@ export class ServiceLoop {
   private wakeRequested = false;
   private endSleep: (() => void) | undefined;
   private consecutiveFailures = 0;
+  /** The outage in progress: when its first round failed, and with what. */
+  private outage: { since: number; error: unknown } | undefined;
 
   constructor(private readonly options: ServiceLoopOptions) {}
 
@@ -103,23 +112,50 @@ export class ServiceLoop {
       let sleepMs: number;
       try {
         sleepMs = await this.options.round();
+        if (this.outage) this.recovered(this.outage);
         this.consecutiveFailures = 0;
         this.stats.rounds++;
       } catch (error) {
         this.consecutiveFailures++;
         this.stats.errors++;
         sleepMs = retryDelayMs(this.consecutiveFailures, backoff, this.options.random);
-        if (this.options.onError) this.options.onError(error, this.consecutiveFailures, sleepMs);
-        else
-          logger.error(
+        if (this.outage)
+          logger.debug(
             { err: error, service: name, failures: this.consecutiveFailures, retryInMs: sleepMs },
-            `${name} round failed: ${errorMessage(error)}`,
+            `${name} round failed again: ${errorMessage(error)}`,
           );
+        else {
+          this.outage = { since: this.now(), error };
+          if (this.options.onError) this.options.onError(error, this.consecutiveFailures, sleepMs);
+          else
+            logger.error(
+              { err: error, service: name, failures: this.consecutiveFailures, retryInMs: sleepMs },
+              `${name} round failed: ${errorMessage(error)}`,
+            );
+        }
       }
       if (this.stopping) break;
       if (this.wakeRequested) continue;
       await this.sleep(sleepMs);
     }
+  }
+
+  private now(): number {
+    return (this.options.now ?? Date.now)();
+  }
+
+  private recovered(outage: { since: number; error: unknown }): void {
+    this.outage = undefined;
+    const outageMs = this.now() - outage.since;
+    this.options.logger.warn(
+      {
+        service: this.options.name,
+        outageMs,
+        failedRounds: this.consecutiveFailures,
+        firstError: errorMessage(outage.error),
+      },
+      `${this.options.name} recovered after ${(outageMs / 1000).toFixed(1)} s (${this.consecutiveFailures} failed rounds; first: ${errorMessage(outage.error)})`,
+    );
   }
 
   private sleep(ms: number): Promise<void> {

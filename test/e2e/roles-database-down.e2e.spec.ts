@@ -121,4 +121,41 @@ describe('roles with the database down', () => {
     });
     await exitsOnSigterm(run);
   });
+
+  it('a relay through a PostgreSQL outage: a few error lines, then one warn with the outage’s duration', async () => {
+    await proxy.open();
+    const run = herald('relay', { AMQP_URL: requireEnv('AMQP_URL') });
+    await waitFor(() => run.output().includes('relay started'), {
+      what: 'the relay started',
+      timeoutMs: 30_000,
+    });
+    await proxy.close();
+    const outageStarted = Date.now();
+    await failedToConnect(run);
+    // Ten seconds down: at the relay's 200 ms poll and its backoff (≤ 5 s), several failed rounds.
+    await waitFor(() => Date.now() - outageStarted >= 10_000, {
+      what: 'ten seconds of outage',
+      intervalMs: 250,
+    });
+    const during = run.output();
+    await proxy.open();
+    const recovered = await waitFor(
+      () =>
+        run
+          .output()
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as { level: string; msg: string; outageMs?: number })
+          .find((line) => /^relay recovered after/.test(line.msg)),
+      { what: 'the relay’s recovery line', timeoutMs: 30_000 },
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}\n--- relay output ---\n${run.output()}`);
+    });
+    expect(recovered.level).toBe('warn');
+    expect(recovered.outageMs).toBeGreaterThanOrEqual(5_000);
+    // Not a stream of errors: the outage's first failure of each connection, not one per round.
+    const errors = during.split('\n').filter((line) => line.includes('"level":"error"'));
+    expect(errors.length, errors.join('\n')).toBeLessThanOrEqual(3);
+    await exitsOnSigterm(run);
+  });
 });

@@ -4,15 +4,17 @@
  * queues, poison messages, discards, graceful stop, competing consumers, and recovery from a lost
  * broker connection (through a TCP proxy the test cuts) and a lost database connection.
  */
+
 import { type AddressInfo, createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import amqp, { type ChannelModel, type ConfirmChannel, type GetMessage } from 'amqplib';
+import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AmqpConnection, queueOptions } from '../../src/adapters/amqp/amqp-connection.js';
 import { retryQueueName } from '../../src/adapters/amqp/amqp-consumer.js';
 import { findInboxEntry } from '../../src/adapters/postgres/inbox-queries.js';
 import { ConfigError, PermanentError, TransientError } from '../../src/errors.js';
-import { silentLogger } from '../../src/logger.js';
+import { type Logger, silentLogger } from '../../src/logger.js';
 import { HEADER as CONSUMER_HEADER } from '../../src/messaging/headers.js';
 import type { SqlClient } from '../../src/ports/database.js';
 import { waitFor } from '../../src/testing/wait.js';
@@ -60,16 +62,12 @@ async function start<T>(
   handler: Handler<T>,
   options: Partial<ConsumeOptions<T>> & { consumer: string },
   amqpTarget: string | AmqpConnection = amqpUrl,
+  logger: Logger = silentLogger,
 ): Promise<Consumer> {
-  const consumer = await consume<T>(
-    { db: testDb.db, amqp: amqpTarget, logger: silentLogger },
-    queue,
-    handler,
-    {
-      retryDelayMs: 200,
-      ...options,
-    },
-  );
+  const consumer = await consume<T>({ db: testDb.db, amqp: amqpTarget, logger }, queue, handler, {
+    retryDelayMs: 200,
+    ...options,
+  });
   consumers.push(consumer);
   return consumer;
 }
@@ -520,6 +518,7 @@ describe('consume', () => {
     const queue = newQueue();
     const name = uniqueName('reconnect');
     const proxy = await startProxy(new URL(amqpUrl));
+    const logged: { level: number; msg: string; outageMs?: number }[] = [];
     try {
       const proxiedUrl = new URL(amqpUrl);
       proxiedUrl.port = String(proxy.port);
@@ -538,6 +537,7 @@ describe('consume', () => {
         },
         { consumer: name },
         proxiedUrl.toString(),
+        pino({ level: 'warn' }, { write: (line: string) => void logged.push(JSON.parse(line)) }),
       );
 
       await publish(queue, { n: 1 }, { messageId: 'm-inflight' });
@@ -557,6 +557,10 @@ describe('consume', () => {
 
       expect(calls).toBe(2);
       expect((await effects(name)).map((e) => e.message_id)).toEqual(['m-after', 'm-inflight']);
+      // The outage in the log: the loss, then one recovery line with its duration.
+      const recovered = logged.filter((l) => /^consumer recovered after/.test(l.msg));
+      expect(recovered).toHaveLength(1);
+      expect(recovered[0]).toMatchObject({ level: 40, outageMs: expect.any(Number) });
       await consumer.stop();
       expect(await depth(queue)).toBe(0);
     } finally {

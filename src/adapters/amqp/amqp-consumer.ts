@@ -143,6 +143,8 @@ export class AmqpQueueConsumer {
   private consecutiveFailures = 0;
   private currentState: AmqpConsumerState = 'starting';
   private reconnectCount = 0;
+  /** Since when the channel is lost (an outage in progress) and how many connects failed since. */
+  private lost: { since: number; failedConnects: number } | undefined;
   /** True while openWithRetry runs: a session lost meanwhile must not start a second loop. */
   private opening = false;
 
@@ -350,7 +352,10 @@ export class AmqpQueueConsumer {
           );
           return;
         }
-        this.options.logger.warn(
+        // One warn per outage; the attempts after it are debug lines (the recovery says how many).
+        if (this.lost) this.lost.failedConnects++;
+        const level = this.lost && this.lost.failedConnects > 1 ? 'debug' : 'warn';
+        this.options.logger[level](
           { err: error, attempt, queue: this.options.topology.queue },
           'consumer cannot connect',
         );
@@ -448,6 +453,14 @@ export class AmqpQueueConsumer {
       { queue: this.options.topology.queue, prefetch: this.options.prefetch, session: session.id },
       'consuming',
     );
+    if (this.lost) {
+      const outageMs = Date.now() - this.lost.since;
+      this.options.logger.warn(
+        { queue: this.options.topology.queue, outageMs, failedConnects: this.lost.failedConnects },
+        `consumer recovered after ${(outageMs / 1000).toFixed(1)} s (${this.lost.failedConnects} failed connects)`,
+      );
+      this.lost = undefined;
+    }
     return true;
   }
 
@@ -460,6 +473,7 @@ export class AmqpQueueConsumer {
     if (Date.now() - session.openedAt >= STABLE_SESSION_MS) this.consecutiveFailures = 0;
     this.currentState = 'reconnecting';
     this.reconnectCount++;
+    this.lost ??= { since: Date.now(), failedConnects: 0 };
     this.options.logger.warn(
       { err: reason, queue: this.options.topology.queue },
       'consumer channel lost; reconnecting',
