@@ -13,6 +13,14 @@ import { defineConfig } from 'vitest/config';
 // the integration files one after the other although most of their time is spent waiting on the
 // services and on child processes. HERALD_TEST_WORKERS (default 3) sets how many files run at once.
 const workers = Number(process.env.HERALD_TEST_WORKERS ?? 3);
+// The integration files share their worker's modules (isolate: false: each file's imports would
+// otherwise cost ~2.7 s of its own), except those that assert the process's metrics registry, which
+// another file's roles winding down in the same worker could move: they get a fresh process each.
+const processMetrics = [
+  'test/observability/role-endpoint.int.spec.ts',
+  'test/deploy/alerts.int.spec.ts',
+  'test/sms/smpp-gateway.int.spec.ts',
+];
 const serial = ['test/e2e/**/*.e2e.spec.ts', 'test/**/*broker-outage*.spec.ts', 'test/**/*.serial.spec.ts'];
 
 export default defineConfig({
@@ -21,7 +29,16 @@ export default defineConfig({
       { extends: true, test: { name: 'unit', include: ['test/**/*.unit.spec.ts'] } },
       {
         extends: true,
-        test: { name: 'integration', include: ['test/**/*.int.spec.ts'], exclude: serial },
+        test: {
+          name: 'integration',
+          include: ['test/**/*.int.spec.ts'],
+          exclude: [...serial, ...processMetrics],
+          isolate: false,
+        },
+      },
+      {
+        extends: true,
+        test: { name: 'integration-isolated', include: processMetrics },
       },
       { extends: true, test: { name: 'serial', include: serial, fileParallelism: false } },
       {

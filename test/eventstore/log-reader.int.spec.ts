@@ -113,8 +113,17 @@ describe('gap-safe log reader', () => {
       })(),
     );
     await Promise.all(writers);
-    await reader.poll();
-    const ids = reader.seen.map((e) => e.streamId).filter((id) => id.startsWith('w'));
+    // Gap-safe: a transaction open anywhere on the server (another test file) holds the reader back
+    // for a moment; it catches up once it ends.
+    const seen = () => reader.seen.map((e) => e.streamId).filter((id) => id.startsWith('w'));
+    await waitFor(
+      async () => {
+        await reader.poll();
+        return seen().length >= 200;
+      },
+      { what: 'the reader caught up with the writers' },
+    );
+    const ids = seen();
     expect(ids).toHaveLength(200);
     expect(new Set(ids).size).toBe(200);
   });

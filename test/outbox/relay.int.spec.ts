@@ -126,6 +126,8 @@ describe('OutboxRelay', () => {
     const dead = await deadRow(0);
     expect(dead).toMatchObject({ attempts: 3, locked_until: null });
     expect(dead.last_error).toMatch(/^unroutable: /);
+    // The counters follow the commit that made the row dead.
+    await waitFor(() => relay.counters.dead === 1, { what: 'the relay counting the dead row' });
     expect(relay.counters).toMatchObject({ published: 0, failed: 3, dead: 1 });
     expect(Math.max(...seenAttempts)).toBe(3);
 

@@ -3,7 +3,9 @@
  * topics, read them back from the beginning with a throwaway consumer group, and delete them. Tests
  * count and order deliveries through this, so a bug in Herald's consumer cannot hide one in the sink.
  */
+
 import { type Admin, type Consumer, type ITopicConfig, Kafka, logLevel } from 'kafkajs';
+import { waitFor } from '../../../src/testing/wait.js';
 import { requireEnv, uniqueName } from '../../support/services.js';
 
 export interface KafkaDelivery {
@@ -50,8 +52,10 @@ export class KafkaFixture {
     options: { partitions?: number; configEntries?: ITopicConfig['configEntries'] } = {},
   ): Promise<string> {
     const topic = uniqueName(`herald_test_${prefix}`);
+    // kafkajs' own leader wait gives up ("does not host this topic-partition") while a busy broker's
+    // metadata does not know the new topic yet: wait for the leaders here, as the product does.
     await this.admin.createTopics({
-      waitForLeaders: true,
+      waitForLeaders: false,
       topics: [
         {
           topic,
@@ -61,6 +65,14 @@ export class KafkaFixture {
       ],
     });
     this.topics.add(topic);
+    await waitFor(
+      async () => {
+        const metadata = await this.admin.fetchTopicMetadata({ topics: [topic] }).catch(() => null);
+        const partitions = metadata?.topics[0]?.partitions ?? [];
+        return partitions.length > 0 && partitions.every((p) => p.leader >= 0);
+      },
+      { what: `leaders for topic ${topic}`, timeoutMs: 30_000, intervalMs: 100 },
+    );
     return topic;
   }
 
