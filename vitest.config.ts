@@ -26,7 +26,7 @@ const serial = ['test/e2e/**/*.e2e.spec.ts', 'test/**/*broker-outage*.spec.ts', 
 export default defineConfig({
   test: {
     projects: [
-      { extends: true, test: { name: 'unit', include: ['test/**/*.unit.spec.ts'] } },
+      { extends: true, test: { name: 'unit', include: ['test/**/*.unit.spec.ts'], isolate: false } },
       {
         extends: true,
         test: {
