@@ -20,6 +20,7 @@ import { replayStream, stateAt } from '../../src/projections/replay.js';
 import { buildSandbox } from '../../src/projections/sandbox.js';
 import { verifyStates } from '../../src/projections/verify.js';
 import { AggregateRegistry } from '../../src/registry/registry.js';
+import { waitFor } from '../../src/testing/wait.js';
 import type { ConsumedMessage } from '../../src/worker/delivery-policy.js';
 import { campaignService, lineCampaign } from '../support/campaigns.js';
 import { herald } from '../support/cli.js';
@@ -44,7 +45,19 @@ beforeAll(async () => {
     await ledgers.handle(id, (now) => ({ type: 'Open', now }));
     await ledgers.handle(id, (now) => ({ type: 'Credit', amount: 5, now }));
   }
-  openedAt = (await t.db.query<{ now: Date }>('select now()')).rows[0]!.now.toISOString();
+  // The instant after the last event so far, at the millisecond (an ISO string has no microseconds:
+  // now() read in the same millisecond as the last commit would print as before it), and the next
+  // events strictly after it.
+  openedAt = (
+    await t.db.query<{ at: Date }>(
+      "select date_trunc('milliseconds', max(recorded_at)) + interval '1 millisecond' as at from event",
+    )
+  ).rows[0]!.at.toISOString();
+  await waitFor(
+    async () =>
+      (await t.db.query<{ after: boolean }>('select now() > $1 as after', [openedAt])).rows[0]!.after,
+    { what: 'the database clock past openedAt', intervalMs: 1 },
+  );
   await ledgers.handle('l-1', (now) => ({ type: 'Credit', amount: 10, now }));
   await ledgers.handle('l-2', (now) => ({ type: 'Close', now }));
   const service = campaignService(t.db);
