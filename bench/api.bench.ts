@@ -16,11 +16,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { createApiKey } from '../src/api/auth.js';
-import { createTestDatabase } from '../test/support/services.js';
+import { createTestDatabase, freePort } from '../test/support/services.js';
 
 const { values } = parseArgs({
   options: {
@@ -32,14 +31,6 @@ const { values } = parseArgs({
 const connections = Number(values.connections);
 const seconds = Number(values.seconds);
 const log = (line: string) => process.stdout.write(`${line}\n`);
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  return typeof address === 'object' && address ? address.port : 0;
-}
 
 function child(args: string[], env: NodeJS.ProcessEnv): { process: ChildProcess; output: () => string } {
   const proc = spawn('node', ['--import', 'tsx', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -17,12 +17,11 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { createTestDatabase } from '../test/support/services.js';
+import { createTestDatabase, freePort } from '../test/support/services.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values } = parseArgs({
@@ -47,17 +46,6 @@ const log = (line: string) => process.stdout.write(`${line}\n`);
 
 type Mode = 'dist' | 'source' | 'baseline';
 const BASELINE = `require('node:http').createServer((q, s) => s.end('ok')).listen(Number(process.env.PORT), '127.0.0.1')`;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** A 200 from `url`, or false (refused, not ready, timed out). */
 async function ok(url: string): Promise<boolean> {

@@ -16,11 +16,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { createApiKey } from '../src/api/auth.js';
-import { createTestDatabase } from '../test/support/services.js';
+import { createTestDatabase, freePort } from '../test/support/services.js';
 import { seedCampaignStreams } from './support/seed-campaign-streams.js';
 
 const { values } = parseArgs({
@@ -39,14 +38,6 @@ const connections = Number(values.connections);
 const seconds = Number(values.seconds);
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const ORG = 'org-bench';
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  return typeof address === 'object' && address ? address.port : 0;
-}
 
 /** The seed, after seedCampaignStreams: one organization owns every campaign; varied statuses. */
 const SEED = [

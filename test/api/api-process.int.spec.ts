@@ -6,13 +6,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../src/testing/wait.js';
 import { herald, heraldArgs } from '../support/cli.js';
-import { createTestDatabase, type TestDatabase } from '../support/services.js';
+import { createTestDatabase, freePort, type TestDatabase } from '../support/services.js';
 import { holdRowLock, lineCampaignBody, request, waitForLockWait } from './support/api.js';
 
 let t: TestDatabase;
@@ -30,16 +29,6 @@ afterEach(async () => {
   child = undefined;
   await t?.drop();
 });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  if (!address || typeof address !== 'object') throw new Error('no port');
-  return address.port;
-}
 
 describe('herald api', () => {
   it('serves a CLI-made key, and on SIGTERM finishes the request in flight and exits 0', async () => {

@@ -4,6 +4,8 @@
  * files run in parallel without sharing rows; broker resources get unique names per test.
  */
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { dropDatabase, recreateDatabase } from '../../src/adapters/postgres/admin.js';
 import { createDatabase } from '../../src/adapters/postgres/database.js';
 import { migrate } from '../../src/adapters/postgres/migrator.js';
@@ -16,6 +18,17 @@ export function requireEnv(name: 'DATABASE_URL' | 'AMQP_URL' | 'REDIS_URL' | 'KA
   if (!value)
     throw new Error(`${name} is not set: run the tests with \`npm test\`, which starts the services`);
   return value;
+}
+
+/** A loopback port free a moment ago (for a child process or server to listen on). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  if (!address || typeof address !== 'object') throw new Error('no free port');
+  return address.port;
 }
 
 export function uniqueName(prefix: string): string {

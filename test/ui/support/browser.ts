@@ -21,9 +21,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import { mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
@@ -35,7 +33,7 @@ import { waitFor } from '../../../src/testing/wait.js';
 import { type ApiReply, type RequestOptions, request } from '../../api/support/api.js';
 import { type RunningHerald, spawnHerald } from '../../support/cli.js';
 import { lineEnv, lineUserId, startTestLineSimulator, testLineSettings } from '../../support/line.js';
-import { createTestDatabase, type TestDatabase } from '../../support/services.js';
+import { createTestDatabase, freePort, type TestDatabase } from '../../support/services.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 export const CHROMIUM = process.env.HERALD_CHROMIUM ?? '/usr/bin/chromium';
@@ -97,16 +95,6 @@ export interface Dashboard {
   /** Every child's output so far (for failure messages). */
   output(): string;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  if (!address || typeof address !== 'object') throw new Error('no free port');
-  return address.port;
 }
 
 /** Builds the dashboard when dist/ui is missing or stale (a no-op otherwise), as `npm test` does. */
