@@ -46,6 +46,7 @@ import {
   waitForDone,
   withScenario,
 } from './support/actions-burst.js';
+import { describeWork } from './support/db-work.js';
 import { baseline, type Distribution, describe, distribution, ms } from './support/dispatch-measure.js';
 import { stopRoles } from './support/dispatch-roles.js';
 import { databaseNowMs, distinctOffsets, inParallel } from './support/dispatch-setup.js';
@@ -218,6 +219,7 @@ if (scenario === 'all' || scenario === 'burst') {
   const n = Number(values.burst);
   const r = await burst(bench, n, Number(values['warm-up']));
   log(`burst: due → action_execute published ${describe(r.dueToSent)}`);
+  log(`burst: database: ${describeWork(r.databaseWork, n)}`);
   summary.push(
     `burst p50=${ms(r.dueToSent.p50)} p99=${ms(r.dueToSent.p99)} fired/s=${Math.round(r.firedPerSecond)} ` +
       `(${n} actions due at one instant, ${counts.scanners} scanners, ${counts.workers} workers, ${counts.relays} relays; ` +

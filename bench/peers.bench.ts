@@ -45,6 +45,7 @@ import { makeWorkerUtils } from 'graphile-worker';
 import { queueOptions } from '../src/adapters/amqp/amqp-connection.js';
 import { createTestDatabase, requireEnv, uniqueName } from '../test/support/services.js';
 import { type ActionsBench, burst } from './support/actions-burst.js';
+import { type DatabaseWork, databaseWork, describeWork } from './support/db-work.js';
 import { processCpuMs } from './support/dispatch-roles.js';
 import { databaseNowMs, distinctOffsets } from './support/dispatch-setup.js';
 import { hostBusySince, hostCpu, postgresCpu, rabbitmqCpu } from './support/host-cpu.js';
@@ -115,6 +116,8 @@ interface Run {
   postgresCpuMs: number;
   /** CPU of the RabbitMQ broker from the due instant to the end, ms (NaN: not found on this host). */
   rabbitmqCpuMs: number;
+  /** What the database did from the due instant to the end. */
+  databaseWork: DatabaseWork;
   load: string;
 }
 
@@ -141,6 +144,7 @@ async function herald(): Promise<Run> {
     hostBusy: r.hostBusy,
     postgresCpuMs: r.postgresCpuMs,
     rabbitmqCpuMs: r.rabbitmqCpuMs,
+    databaseWork: r.databaseWork,
     load: load(),
   };
 }
@@ -246,6 +250,7 @@ async function graphileWorker(): Promise<Run> {
     const hostAtDue = hostCpu();
     const postgresAtDue = await postgresCpu(db);
     const rabbitmqAtDue = rabbitmqCpu(amqpUrl);
+    const workAtDue = await databaseWork(db);
     const deadline = Date.now() + 1_800_000;
     for (;;) {
       const { rows } = await db.query<{ left: number; failed: number; error: string | null }>(
@@ -265,6 +270,7 @@ async function graphileWorker(): Promise<Run> {
     const runLoad = load();
     for (const p of processes) p.child.kill('SIGTERM');
     const reports = await Promise.all(processes.map((p) => p.done));
+    const work = await workAtDue.since();
     const confirmed = reports.reduce((sum, r) => sum + r.confirmed, 0);
     const warmUpConfirmed = reports.reduce((sum, r) => sum + r.warmUp, 0);
     const { messageCount } = await channel.checkQueue(queue);
@@ -281,6 +287,7 @@ async function graphileWorker(): Promise<Run> {
       hostBusy,
       postgresCpuMs,
       rabbitmqCpuMs,
+      databaseWork: work,
       load: runLoad,
     };
   } finally {
@@ -317,7 +324,7 @@ const pairs: string[] = [];
 const describeRun = (name: string, r: Run) =>
   `${name}=${Math.round(r.perSecond)}/s (last confirmed ${(r.lastAfterDueMs / 1000).toFixed(1)} s after due; ` +
   `CPU per item: ${(r.cpuMs / n).toFixed(2)} ms in its processes, ${(r.postgresCpuMs / n).toFixed(2)} ms in PostgreSQL, ` +
-  `${(r.rabbitmqCpuMs / n).toFixed(2)} ms in RabbitMQ; ` +
+  `${(r.rabbitmqCpuMs / n).toFixed(2)} ms in RabbitMQ; database: ${describeWork(r.databaseWork, n)}; ` +
   `host ${Math.round(r.hostBusy * 100)}% busy; load ${r.load})`;
 for (let pair = 1; pair <= Number(values.pairs); pair++) {
   log(`pair ${pair}: herald (load ${load()})`);

@@ -18,6 +18,7 @@ import {
 import type { Database } from '../../src/ports/database.js';
 import { channels } from '../../src/ports/wakeups.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/services.js';
+import { type DatabaseWork, databaseWork } from './db-work.js';
 import { type Distribution, describe, distribution } from './dispatch-measure.js';
 import { type RoleProcess, startRoles, stopRoles } from './dispatch-roles.js';
 import { databaseNowMs, distinctOffsets, sharedQueues, WARM_UP_ORGANIZATION } from './dispatch-setup.js';
@@ -228,6 +229,8 @@ export interface BurstResult {
   postgresCpuMs: number;
   /** CPU time of the RabbitMQ broker from the due instant to the end, in ms (NaN: not found on this host). */
   rabbitmqCpuMs: number;
+  /** What the database did from the due instant to the end (bench/support/db-work.ts). */
+  databaseWork: DatabaseWork;
 }
 
 /**
@@ -270,6 +273,7 @@ export async function burst(
     const hostAtDue = hostCpu();
     const postgresAtDue = await postgresCpu(db);
     const rabbitmqAtDue = rabbitmqCpu(bench.amqpUrl);
+    const workAtDue = await databaseWork(db);
     await waitForDone(db, warmUp + n, base - Date.now() + 1_800_000);
     const hostBusy = hostBusySince(hostAtDue);
     const postgresCpuMs = postgresAtDue.since();
@@ -277,6 +281,7 @@ export async function burst(
     const roleCpuMs = Object.fromEntries(roles.map((role, i) => [role.name, role.cpuMs() - cpuAtDue[i]!]));
     await stopRoles(roles);
     roles.length = 0;
+    const work = await workAtDue.since();
     await checkOnce(db, warmUp + n);
     const stageTimes = await stages(bench, db, 'burst');
     const { rows } = await db.query<{ due_to_sent: number; sent_ms: number }>(EXECUTE_TIMES);
@@ -290,6 +295,7 @@ export async function burst(
       hostBusy,
       postgresCpuMs,
       rabbitmqCpuMs,
+      databaseWork: work,
     };
   });
 }

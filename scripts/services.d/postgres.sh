@@ -109,6 +109,10 @@ port = $PG_PORT
 unix_socket_directories = '$sockdir'
 max_connections = 300
 $(pg_durability_conf)
+# Statement counts for the benchmarks (bench/support/db-work.ts, bench:line --statements); takes
+# effect when the server (re)starts.
+shared_preload_libraries = 'pg_stat_statements'
+pg_stat_statements.max = 10000
 # Keep the test instance small and quiet.
 shared_buffers = 128MB
 logging_collector = off
