@@ -63,9 +63,12 @@ export interface ClaimSweepDefinition<State, Command, Event extends DomainEvent>
   ): Promise<(() => void) | undefined>;
   /**
    * Runs after the sweep's transaction committed, with its results, before the sweep returns (e.g. an
-   * in-process deployment running what it just claimed). A throw fails the pass; the claims stay.
+   * in-process deployment running what it just claimed); `more`: the claim came back full, another
+   * follows. A throw fails the pass; the claims stay.
    */
-  afterCommit?(results: readonly CommandResult<State, Event>[]): Promise<void>;
+  afterCommit?(results: readonly CommandResult<State, Event>[], pass: { more: boolean }): Promise<void>;
+  /** Waits for work `afterCommit` left running (the scanner's stop). */
+  stop?(): Promise<void>;
 }
 
 export interface StaleRecoveryDefinition<State, Command, Event extends DomainEvent> {
@@ -204,10 +207,13 @@ export function defineClaimSweeper<State, Command, Event extends DomainEvent>(
       followed?.();
       record(logger, stats, meters, batch.results, definition.outcome);
       logRefusals(logger, definition.name, batch.refused);
-      if (definition.afterCommit && batch.results.length > 0) await definition.afterCommit(batch.results);
-      return { processed: batch.results.length, more: found === deps.batchSize };
+      const more = found === deps.batchSize;
+      if (definition.afterCommit && batch.results.length > 0)
+        await definition.afterCommit(batch.results, { more });
+      return { processed: batch.results.length, more };
     },
     nextDueInMs: () => definition.nextDueInMs?.(deps.db) ?? Promise.resolve(null),
+    ...(definition.stop ? { stop: definition.stop } : {}),
   };
 }
 
@@ -280,6 +286,9 @@ export function sweepInOrder(
     },
     beginPass() {
       for (const part of parts) part.beginPass?.();
+    },
+    async stop() {
+      await Promise.all(parts.map((part) => part.stop?.()));
     },
     async sweep(): Promise<SweepResult> {
       const claimed = await claim.sweep();

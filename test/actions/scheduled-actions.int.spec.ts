@@ -416,6 +416,51 @@ describe('retries', () => {
     });
   });
 
+  it('claims overlap runs: the next claim commits while the last one runs; stop waits for the runs', async () => {
+    // Claims of 4, runs of 2 per transaction, 2 at a time: a claim's two runs take both lanes.
+    const small = actionsHarness(t, {
+      env: {
+        HERALD_ACTIONS_BATCH_SIZE: '4',
+        HERALD_CONSUMER_BATCH_SIZE: '2',
+        HERALD_ACTIONS_CONCURRENCY: '2',
+      },
+    });
+    const organizationId = uniqueName('org-overlap');
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++)
+      ids.push((await small.service.schedule(normalAction({ organizationId }))).actionId);
+    const claimedCount = async () =>
+      (
+        await t.db.query<{ n: number }>(
+          `select count(*)::int as n from event where type = 'ActionClaimed' and stream_id = any($1::text[])`,
+          [ids],
+        )
+      ).rows[0]!.n;
+    // The first claim's runs hold their lanes until a second claim has committed: without the overlap
+    // the second claim would wait for these runs, and they time out.
+    let firstRuns = 0;
+    const executor: ActionExecutor = {
+      async execute() {
+        if (firstRuns++ < 4) await waitFor(async () => (await claimedCount()) > 4, { timeoutMs: 10_000 });
+        return { published: true };
+      },
+    };
+    const sweeper = small.sweeper({ executor });
+    sweeper.beginPass?.();
+    const first = await sweeper.sweep();
+    expect(first).toMatchObject({ processed: 4, more: true });
+    await sweeper.sweep();
+    // stop(): every claimed action has run; none is left processing for the stale window.
+    await sweeper.stop?.();
+    const { rows } = await t.db.query<{ status: string; n: number }>(
+      `select status, count(*)::int as n from scheduled_action where id = any($1::uuid[]) group by 1`,
+      [ids],
+    );
+    expect(Object.fromEntries(rows.map((r) => [r.status, r.n]))).toEqual({ done: 8, pending: 4 });
+    await small.drain(sweeper);
+    for (const id of ids) expect((await executeMessages(t)).get(id)).toBe(1);
+  });
+
   it('after maxRetries the action fails, with the error; a PermanentError fails at once', async () => {
     const { executor, calls } = failing(100);
     const sweeper = h.sweeper({ executor });

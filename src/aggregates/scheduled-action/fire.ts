@@ -120,10 +120,23 @@ export function actionFireHandler(
  * one claim per transaction, so one failing action cannot hold back the others; a claim whose run
  * cannot commit (database trouble) stays processing and is recovered after the stale window, like a
  * crashed worker's.
+ *
+ * Claims and runs overlap: while more is due (the claim came back full), `run` returns once the last
+ * of its batches has a lane, so the next claim transaction runs while the lanes work (at most
+ * `concurrency` batches claimed ahead of a free lane); the pass's last claim waits for every run, and
+ * `drain` (the sweeper's stop) for whatever is still running.
  */
+export interface InProcessRunner {
+  run(
+    results: readonly CommandResult<ScheduledActionState, ScheduledActionEvent>[],
+    pass: { more: boolean },
+  ): Promise<void>;
+  drain(): Promise<void>;
+}
+
 export function inProcessRunner(
   options: ActionFireOptions & { db: Database; concurrency: number; batchSize: number },
-) {
+): InProcessRunner {
   const handle = actionFireHandler(options, ACTION_RUNNER_ACTOR) as Handler<ActionFirePayload> &
     Partial<BatchingHandler<ActionFirePayload>>;
   const messageOf = (
@@ -177,17 +190,24 @@ export function inProcessRunner(
     }
     for (const state of states) await runOne(state);
   };
-  return async (results: readonly CommandResult<ScheduledActionState, ScheduledActionEvent>[]) => {
-    const claimed = results
-      .map((r) => r.state)
-      .filter((s): s is ExistingAction => s.status === 'processing' && s.delivery === 'in-process');
-    const batches: ExistingAction[][] = [];
-    for (let i = 0; i < claimed.length; i += options.batchSize)
-      batches.push(claimed.slice(i, i + options.batchSize));
-    let next = 0;
-    const lane = async () => {
-      while (next < batches.length) await runBatch(batches[next++]!);
-    };
-    await Promise.all(Array.from({ length: Math.min(options.concurrency, batches.length) }, lane));
+  const running = new Set<Promise<void>>();
+  const drain = async () => {
+    while (running.size > 0) await Promise.all(running);
+  };
+  return {
+    async run(results, { more }) {
+      const claimed = results
+        .map((r) => r.state)
+        .filter((s): s is ExistingAction => s.status === 'processing' && s.delivery === 'in-process');
+      for (let i = 0; i < claimed.length; i += options.batchSize) {
+        while (running.size >= options.concurrency) await Promise.race(running);
+        const lane: Promise<void> = runBatch(claimed.slice(i, i + options.batchSize)).finally(() =>
+          running.delete(lane),
+        );
+        running.add(lane);
+      }
+      if (!more) await drain();
+    },
+    drain,
   };
 }

@@ -34,6 +34,7 @@ import {
   sweepInOrder,
 } from '../../scanner/sweeper.js';
 import { claimMessageIds, scheduledActionAggregate } from './descriptor.js';
+import type { InProcessRunner } from './fire.js';
 
 type Loaded = { state: ExistingAction; version: number };
 const streamOf = (loaded: Loaded): LoadedStream<ScheduledActionState> => ({
@@ -63,11 +64,7 @@ function claimOutcome(result: CommandResult<ScheduledActionState, ScheduledActio
 
 export function actionClaimSweep(
   delivery: ActionDelivery,
-  afterCommit?: ClaimSweepDefinition<
-    ScheduledActionState,
-    ScheduledActionCommand,
-    ScheduledActionEvent
-  >['afterCommit'],
+  runner?: InProcessRunner,
 ): ClaimSweepDefinition<ScheduledActionState, ScheduledActionCommand, ScheduledActionEvent> {
   return {
     name: delivery === 'queue' ? 'scheduled_action.claim' : 'scheduled_action.run',
@@ -77,7 +74,7 @@ export function actionClaimSweep(
     command: (stream, now) => ({ type: 'ClaimAction', actionId: stream.streamId, delivery, now }),
     nextDueInMs: nextActionDueInMs,
     outcome: claimOutcome,
-    ...(afterCommit ? { afterCommit } : {}),
+    ...(runner ? { afterCommit: runner.run, stop: runner.drain } : {}),
   };
 }
 
@@ -115,7 +112,7 @@ export interface ActionSweeperOptions extends SweeperDeps {
   messageLostAfterMs: number;
   maxReclaimsPerPass: number;
   /** In-process delivery: runs what a claim transaction claimed, after its commit. */
-  run?: (results: readonly CommandResult<ScheduledActionState, ScheduledActionEvent>[]) => Promise<void>;
+  run?: InProcessRunner;
 }
 
 /** Claim, then stale recovery, as one sweeper. */
