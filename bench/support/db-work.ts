@@ -12,7 +12,10 @@ import type { Database } from '../../src/ports/database.js';
 
 export interface DatabaseWork {
   walBytes: number;
-  /** Statements executed in the database, COMMIT included (NaN without pg_stat_statements). */
+  /**
+   * Statements executed in the database, COMMIT included (NaN without pg_stat_statements, or when it
+   * evicted entries meanwhile: raise `pg_stat_statements.max`).
+   */
   statements: number;
   /** Transactions committed in the database. */
   commits: number;
@@ -21,6 +24,8 @@ export interface DatabaseWork {
 interface Counters {
   lsn: string;
   statements: number;
+  /** Times pg_stat_statements evicted entries (their calls leave the sums). */
+  dealloc: number;
   commits: number;
 }
 
@@ -30,21 +35,29 @@ async function counters(db: Database): Promise<Counters> {
        from pg_stat_database where datname = current_database()`,
   );
   let statements = Number.NaN;
+  let dealloc = 0;
   try {
-    const s = await db.query<{ calls: string | null }>(
-      `select sum(calls)::text as calls from pg_stat_statements
-        where dbid = (select oid from pg_database where datname = current_database())`,
+    const s = await db.query<{ calls: string | null; dealloc: string }>(
+      `select (select sum(calls) from pg_stat_statements
+                where dbid = (select oid from pg_database where datname = current_database()))::text as calls,
+              (select dealloc from pg_stat_statements_info)::text as dealloc`,
     );
     statements = Number(s.rows[0]!.calls ?? 0);
+    dealloc = Number(s.rows[0]!.dealloc);
   } catch {
     // pg_stat_statements not loaded
   }
-  return { lsn: rows[0]!.lsn, statements, commits: Number(rows[0]!.commits) };
+  return { lsn: rows[0]!.lsn, statements, dealloc, commits: Number(rows[0]!.commits) };
 }
 
 /** Starts measuring; `since()` gives what the database did since. */
 export async function databaseWork(db: Database) {
-  await db.query('create extension if not exists pg_stat_statements').catch(() => {});
+  // Every database the benchmark created (one per run) keeps its entries: start from none, so this
+  // run's statements do not push out each other (the benchmarks' services are their own).
+  await db
+    .query('create extension if not exists pg_stat_statements')
+    .then(() => db.query('select pg_stat_statements_reset()'))
+    .catch(() => {});
   const start = await counters(db);
   return {
     async since(): Promise<DatabaseWork> {
@@ -55,7 +68,8 @@ export async function databaseWork(db: Database) {
       );
       return {
         walBytes: Number(rows[0]!.bytes),
-        statements: end.statements - start.statements,
+        // Entries evicted in between take their calls with them: the difference would be wrong.
+        statements: end.dealloc === start.dealloc ? end.statements - start.statements : Number.NaN,
         commits: end.commits - start.commits,
       };
     },
