@@ -40,3 +40,29 @@ export function eventStreamSchema(topics: readonly string[]) {
     )
     .meta({ contentMediaType: 'text/event-stream' });
 }
+
+interface DocumentWithPaths {
+  paths?: object;
+}
+
+const OPERATION_METHODS = new Set(['get', 'put', 'post', 'delete', 'patch', 'head', 'options']);
+
+/**
+ * What the router answers before any route runs, on the operations it concerns: a path parameter over
+ * `maxParamLength` characters is a 414 problem document on every operation with one.
+ */
+export function withRouterErrors<T extends DocumentWithPaths>(document: T, maxParamLength: number): T {
+  for (const [path, item] of Object.entries(document.paths ?? {})) {
+    if (!path.includes('{') || !item) continue;
+    for (const [method, operation] of Object.entries(item as Record<string, unknown>)) {
+      if (!OPERATION_METHODS.has(method)) continue;
+      const responses = (operation as { responses?: Record<string, unknown> }).responses;
+      if (!responses || responses['414']) continue;
+      responses['414'] = {
+        description: `a path parameter is longer than ${maxParamLength} characters`,
+        content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+      };
+    }
+  }
+  return document;
+}
