@@ -19,7 +19,7 @@ import { waitFor } from '../../../src/testing/wait.js';
 import { lineEnv, lineUserId, startTestLineSimulator } from '../../support/line.js';
 import { testLogger } from '../../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../../support/services.js';
-import { checkConformance } from './conformance.js';
+import { checkConformance, forgetDocument, useDocument } from './conformance.js';
 
 export interface ApiReply {
   status: number;
@@ -119,6 +119,7 @@ export async function startTestApi(
     applicationName: 'herald-api-test',
   });
   const server = await startApi(runtime);
+  useDocument(server.url, server.app.swagger());
   const directory = new LineDirectory({ db: t.db, settings: (config as CampaignConfig).line });
   async function lineChannel(organizationId: string, lineOaId: string): Promise<void> {
     const channelId = `channel-${lineOaId}`;
@@ -149,6 +150,7 @@ export async function startTestApi(
     },
     request: (method, path, options) => request(server.url, method, path, options),
     async close() {
+      forgetDocument(server.url);
       await server.close();
       await runtime.close();
       await line.close();

@@ -175,6 +175,19 @@ export function conformanceOf(url: string): Promise<ResponseConformance> {
   return found;
 }
 
+/**
+ * The in-process server at `url` serves `document` (its own `app.swagger()`): no fetch, and no stale
+ * document of an earlier server on the same port.
+ */
+export function useDocument(url: string, document: unknown): void {
+  byServer.set(url, Promise.resolve(new ResponseConformance(document as OpenApiDocument)));
+}
+
+/** The server at `url` closed (its port may serve another next). */
+export function forgetDocument(url: string): void {
+  byServer.delete(url);
+}
+
 /** Checks one response against the document of the API at `url` (throws when it does not conform). */
 export async function checkConformance(url: string, seen: SeenResponse): Promise<void> {
   (await conformanceOf(url)).check(seen);
