@@ -35,12 +35,24 @@ export const instantQuery = isoInstantInRange.describe(
   `ISO-8601 date-time with an offset, ${EARLIEST_INSTANT} to ${LATEST_INSTANT}`,
 );
 
-export const flag = z.stringbool().describe('true or false');
+/** A boolean query flag: `true` or `false` (documented as a boolean, as a query string carries it). */
+export const flag = z
+  .stringbool({ truthy: ['true'], falsy: ['false'] })
+  .meta({ type: 'boolean' })
+  .describe('true or false');
+
+/** A flag that is false unless given (said in words: JSON Schema's `default` of a transform is its output's). */
+export const offFlag = flag.default(false).describe('true or false; false when not given');
+
+/** What a cursor looks like on the wire: opaque base64url, at most 1,000 characters. */
+export const CURSOR_PATTERN = /^[A-Za-z0-9_-]{1,1000}$/;
+
+/** A page's `nextCursor`: opaque to clients, passed back as `?cursor=`. */
+export const cursorText = z.string().regex(CURSOR_PATTERN, 'an opaque cursor (base64url)');
 
 /** A keyset cursor: the sort key of the last item of the previous page, base64url JSON, decoded by `shape`. */
 export function cursor<T extends z.ZodType>(shape: T) {
-  return z
-    .string()
+  return cursorText
     .max(1_000)
     .transform((text, ctx): z.output<T> => {
       let decoded: unknown;

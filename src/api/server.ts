@@ -45,6 +45,7 @@ import { RequestCommands } from './commands.js';
 import { httpMeters } from './http-metrics.js';
 import { unstorableField } from './input-limits.js';
 import type { ApiRegistry, RouteDeps } from './module.js';
+import { withRouterErrors } from './openapi.js';
 import { PROBLEM_CONTENT_TYPE, problem, problemFor } from './problem.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { operationRoutes } from './routes/operations.js';
@@ -86,6 +87,9 @@ export interface ApiServerDeps {
   readiness: () => Promise<ReadinessReport>;
   metrics?: HeraldMetrics;
 }
+
+/** Longer path parameters are a 414 (documented on every operation with one). */
+const MAX_PARAM_LENGTH = 512;
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -155,7 +159,10 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     return503OnClosing: true,
     // Behind a TLS-terminating proxy: X-Forwarded-Proto decides the session cookie's Secure flag.
     trustProxy: config.api.trustProxy,
-    routerOptions: { maxParamLength: 512 },
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // What the router refuses before any route (a malformed URL, an overlong parameter) is a problem
+    // document from the error handler too.
+    frameworkErrors: (error, request, reply) => void sendProblem(error, request, reply as FastifyReply),
   });
   // Every route the server serves (the OpenAPI test checks the document lists each one).
   const routes: ApiRoute[] = [];
@@ -195,7 +202,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       security: [{ apiKey: [] }],
     },
     transform: jsonSchemaTransform,
-    transformObject: (document) => withoutUnusedComponents(jsonSchemaTransformObject(document)),
+    transformObject: (document) =>
+      withRouterErrors(withoutUnusedComponents(jsonSchemaTransformObject(document)), MAX_PARAM_LENGTH),
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   await app.register(cookie);
@@ -250,20 +258,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   };
   app.addHook('onResponse', async (request, reply) => requestDone(request, reply));
 
-  app.setErrorHandler(async (error, request, reply) => {
-    const mapped = problemFor(error, { requestId: request.id, instance: request.url.split('?')[0]! });
-    if (mapped.fault) request.log.error({ err: error, status: mapped.status }, 'request failed');
-    else
-      request.log.info(
-        { code: mapped.problem.code, status: mapped.status },
-        mapped.problem.detail ?? 'refused',
-      );
-    return reply
-      .code(mapped.status)
-      .headers(mapped.headers ?? {})
-      .type(PROBLEM_CONTENT_TYPE)
-      .send(mapped.problem);
-  });
+  app.setErrorHandler(async (error, request, reply) => sendProblem(error, request, reply));
   app.setNotFoundHandler(async (request, reply) =>
     reply
       .code(404)
@@ -344,6 +339,22 @@ export async function startApiServer(deps: ApiServerDeps): Promise<RunningApiSer
       }
     },
   };
+}
+
+/** Any error as its problem document (src/api/problem.ts), logged: a fault at error level with its stack. */
+function sendProblem(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const mapped = problemFor(error, { requestId: request.id, instance: request.url.split('?')[0]! });
+  if (mapped.fault) request.log.error({ err: error, status: mapped.status }, 'request failed');
+  else
+    request.log.info(
+      { code: mapped.problem.code, status: mapped.status },
+      mapped.problem.detail ?? 'refused',
+    );
+  return reply
+    .code(mapped.status)
+    .headers(mapped.headers ?? {})
+    .type(PROBLEM_CONTENT_TYPE)
+    .send(mapped.problem);
 }
 
 function refuseUnstorable(input: Record<string, unknown>): void {

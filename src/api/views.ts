@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { API_KEY_ROLES } from './auth.js';
+import { cursorText } from './schemas.js';
 
 export const instant = z.iso.datetime().describe('ISO-8601, UTC');
 export const json = z.record(z.string(), z.unknown());
@@ -188,7 +189,9 @@ export function page<T extends z.ZodType>(item: T, id: string) {
   return z
     .object({
       items: z.array(item),
-      nextCursor: z.string().nullable().describe('pass as ?cursor= for the next page; null on the last page'),
+      nextCursor: cursorText
+        .nullable()
+        .describe('opaque: pass as ?cursor= for the next page; null on the last page'),
     })
     .meta({ id });
 }

@@ -28,18 +28,86 @@ export interface HealthRoutesOptions {
   readonly readiness: () => Promise<ReadinessReport>;
 }
 
+/**
+ * How the API's OpenAPI document describes these routes (a `swaggerTransform`: documentation only, as
+ * the roles' endpoint has neither the document nor the API's schema compilers).
+ */
+function documented(summary: string, responses: Record<string, unknown>) {
+  return {
+    swaggerTransform: ({ url }: { url: string }) => ({
+      url,
+      schema: { tags: ['health'], summary, security: [], response: responses },
+    }),
+  };
+}
+
+const readinessReport = {
+  type: 'object',
+  required: ['ok', 'checks'],
+  properties: {
+    ok: { type: 'boolean' },
+    checks: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['name', 'ok', 'detail'],
+        properties: { name: { type: 'string' }, ok: { type: 'boolean' }, detail: { type: 'string' } },
+      },
+    },
+  },
+};
+const fault = {
+  description: 'an internal fault (logged with the request id)',
+  content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+};
+
 /** `/metrics`, `/healthz`, `/readyz` as a Fastify plugin (the role endpoint's, and the API's). */
 export const healthRoutes: FastifyPluginAsync<HealthRoutesOptions> = async (app, options) => {
   const metrics = options.metrics ?? heraldMetrics;
-  app.get('/healthz', async () => ({ status: 'up' }));
-  app.get('/readyz', async (_request, reply) => {
-    const report = await options.readiness();
-    return reply.code(report.ok ? 200 : 503).send(report);
-  });
-  app.get('/metrics', async (_request, reply) => {
-    const { contentType, body } = await metrics.exposition();
-    return reply.type(contentType).send(body);
-  });
+  app.get(
+    '/healthz',
+    {
+      config: documented('Liveness: the process answers', {
+        200: {
+          description: 'up',
+          type: 'object',
+          required: ['status'],
+          properties: { status: { const: 'up' } },
+        },
+      }),
+    },
+    async () => ({ status: 'up' }),
+  );
+  app.get(
+    '/readyz',
+    {
+      config: documented('Readiness: the database, the leases and projections this process needs', {
+        200: { description: 'ready: every check passes', ...readinessReport },
+        500: fault,
+        503: { description: 'not ready: the failing checks say why', ...readinessReport },
+      }),
+    },
+    async (_request, reply) => {
+      const report = await options.readiness();
+      return reply.code(report.ok ? 200 : 503).send(report);
+    },
+  );
+  app.get(
+    '/metrics',
+    {
+      config: documented('Prometheus metrics (text exposition format)', {
+        200: {
+          description: 'the metrics',
+          content: { 'text/plain': { schema: { type: 'string' } } },
+        },
+        500: fault,
+      }),
+    },
+    async (_request, reply) => {
+      const { contentType, body } = await metrics.exposition();
+      return reply.type(contentType).send(body);
+    },
+  );
 };
 
 /** What one role contributes to its process's endpoint. */

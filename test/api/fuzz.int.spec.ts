@@ -20,6 +20,7 @@ import {
 import type { AggregateDescriptor } from '../../src/eventstore/aggregate.js';
 import { verifyStates } from '../../src/projections/verify.js';
 import { type ApiFixture, dbTime, lineCampaignBody, startTestApi } from './support/api.js';
+import { checkConformance } from './support/conformance.js';
 
 let api: ApiFixture;
 let operator: string;
@@ -248,6 +249,14 @@ async function send(
     ...(payload !== undefined && !noBody ? { body: payload } : {}),
   });
   const text = await response.text();
+  // Whatever the input, the answer is one the document describes.
+  await checkConformance(api.url, {
+    method,
+    path,
+    status: response.status,
+    contentType: response.headers.get('content-type'),
+    text,
+  });
   return { status: response.status, text };
 }
 

@@ -2,11 +2,12 @@
  * The OpenAPI document (`/openapi.json`) validates as OpenAPI 3.1 and matches the server: every route
  * the server serves is in it and every operation in it is served; every `/v1` operation documents a
  * success response with a schema and its errors as problem documents; every component schema is used.
- * The docs page is served too.
+ * Router refusals, the bulk upload's body, boolean flags, cursors and the event stream are described as
+ * the server behaves. The docs page is served too.
  */
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiFixture, startTestApi } from './support/api.js';
+import { type ApiFixture, expectProblem, startTestApi } from './support/api.js';
 
 let api: ApiFixture;
 // biome-ignore lint/suspicious/noExplicitAny: the document is walked generically
@@ -110,6 +111,40 @@ describe('/openapi.json', () => {
     );
     for (const name of defined)
       expect(used.has(`#/components/schemas/${name}`), `${name} is never used`).toBe(true);
+  });
+
+  it('documents what the router refuses before any route: each a problem document (the fixture checks it)', async () => {
+    const key = await api.key('org-openapi', 'viewer');
+    // A path parameter over 512 characters: 414 on an operation with one.
+    expectProblem(await api.request('GET', `/v1/line/channels/${'a'.repeat(600)}`, { key }), 414);
+    expect(doc.paths['/v1/line/channels/{lineOaId}'].get.responses['414']).toBeDefined();
+    expect(doc.paths['/v1/line/channels'].get.responses['414']).toBeUndefined();
+    // A malformed percent-encoding in the path: 400.
+    expectProblem(await api.request('GET', '/v1/cron-jobs/%/upcoming', { key }), 400);
+  });
+
+  it('describes the bulk upload, boolean flags, cursors and the event stream', () => {
+    const bulk = doc.paths['/v1/campaigns/bulk'].post.requestBody.content['multipart/form-data'].schema;
+    const upload = doc.components.schemas[bulk.$ref.split('/').at(-1)];
+    expect(upload.required).toEqual(['meta', 'file']);
+    expect(upload.properties.file).toMatchObject({ type: 'string', contentMediaType: 'text/csv' });
+    const parameter = (path: string, method: string, name: string) =>
+      doc.paths[path][method].parameters.find((p: { name: string }) => p.name === name).schema;
+    expect(parameter('/v1/campaigns', 'get', 'includeDeleted')).toMatchObject({ type: 'boolean' });
+    expect(parameter('/v1/cron-jobs/{id}/backfill', 'post', 'dryRun')).toMatchObject({ type: 'boolean' });
+    expect(parameter('/v1/api-keys', 'get', 'includeRevoked')).toMatchObject({ type: 'boolean' });
+    expect(parameter('/v1/campaigns', 'get', 'cursor')).toMatchObject({
+      type: 'string',
+      pattern: expect.any(String),
+    });
+    const stream = doc.paths['/v1/stream'].get.responses['200'].content['text/event-stream'].schema;
+    const frames = new RegExp(stream.pattern, 'u');
+    expect(
+      frames.test(
+        'retry: 5000\n: connected\n\nevent: campaigns\ndata: {"at":"2026-01-01T00:00:00.000Z"}\n\n',
+      ),
+    ).toBe(true);
+    expect(frames.test('event: nope\ndata: {}\n\n')).toBe(false);
   });
 
   it('serves the docs page', async () => {

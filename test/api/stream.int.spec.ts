@@ -3,7 +3,7 @@
  * connected client as an event of its topic within a deadline; a burst of notifications is coalesced to
  * at most one event per topic per second (leading + trailing); the cookie session authenticates it;
  * and many clients connecting and disconnecting leave no client, timer, LISTEN handler or connection
- * behind.
+ * behind. What a client receives conforms to the document's `text/event-stream` schema.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channels } from '../../src/ports/wakeups.js';
@@ -15,6 +15,7 @@ import {
   lineCampaignBody,
   startTestApi,
 } from './support/api.js';
+import { checkConformance } from './support/conformance.js';
 
 let api: ApiFixture;
 let key: string;
@@ -40,8 +41,19 @@ async function connect(
   const response = await fetch(`${api.url}${path}`, { headers, signal: abort.signal });
   const frames: Frame[] = [];
   const comments: string[] = [];
+  // Whole frames as received, checked against the document's text/event-stream schema on close.
+  let received = '';
+  const conform = (text: string) =>
+    checkConformance(api.url, {
+      method: 'GET',
+      path,
+      status: response.status,
+      contentType: response.headers.get('content-type'),
+      text,
+    });
   let done: Promise<void> = Promise.resolve();
-  if (response.ok && response.body) {
+  if (!response.ok) await conform(await response.text());
+  else if (response.body) {
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     done = (async () => {
       let buffer = '';
@@ -53,6 +65,7 @@ async function connect(
           let cut = buffer.indexOf('\n\n');
           while (cut >= 0) {
             const block = buffer.slice(0, cut);
+            received += buffer.slice(0, cut + 2);
             buffer = buffer.slice(cut + 2);
             const lines = block.split('\n');
             const event = lines.find((l) => l.startsWith('event: '))?.slice(7);
@@ -75,6 +88,7 @@ async function connect(
     close: async () => {
       abort.abort();
       await done;
+      if (response.ok) await conform(received);
     },
   };
 }
@@ -128,7 +142,13 @@ describe('GET /v1/stream', () => {
   it('authenticates like every route: no credentials 401, an unknown topic 400 naming the field, a session cookie works', async () => {
     const anonymous = await fetch(`${api.url}/v1/stream`);
     expect(anonymous.status).toBe(401);
-    await anonymous.text();
+    await checkConformance(api.url, {
+      method: 'GET',
+      path: '/v1/stream',
+      status: anonymous.status,
+      contentType: anonymous.headers.get('content-type'),
+      text: await anonymous.text(),
+    });
     const bad = await api.request('GET', '/v1/stream?topics=campaigns,nope', { key });
     expectProblem(bad, 422, 'topics');
     const signIn = await api.request('POST', '/v1/session', { body: { apiKey: key } });

@@ -29,9 +29,9 @@ import {
   cursor,
   cursorInstant,
   cursorUuid,
-  flag,
   instantQuery,
   limit,
+  offFlag,
   pageOf,
   uuidParams,
 } from '../../api/schemas.js';
@@ -186,7 +186,7 @@ const editBody = z
 const listQuery = z.strictObject({
   status: z.enum(CAMPAIGN_STATUSES).optional(),
   channel: z.enum(CAMPAIGN_CHANNELS).optional(),
-  includeDeleted: flag.default(false),
+  includeDeleted: offFlag,
   q: z
     .string()
     .trim()

@@ -24,9 +24,9 @@ import {
   cursor,
   cursorInstant,
   cursorUuid,
-  flag,
   instantQuery,
   limit,
+  offFlag,
   pageOf,
   uuidParams,
 } from '../../api/schemas.js';
@@ -71,11 +71,11 @@ const updateBody = update.changes.meta({ id: 'CronJobChanges' });
 const pauseBody = z.strictObject({ reason: pause.reason });
 const backfillBody = z.strictObject({ from: backfill.from, to: backfill.to });
 const backfillQuery = z.strictObject({
-  dryRun: flag.default(false).describe('true: list the runs, write nothing'),
+  dryRun: offFlag.describe('true: list the runs, write nothing (default false)'),
 });
 
 const listQuery = z.strictObject({
-  includeDeleted: flag.default(false),
+  includeDeleted: offFlag,
   limit,
   cursor: cursor(z.tuple([z.string(), cursorUuid])).optional(),
 });

@@ -23,7 +23,7 @@ const DESCRIPTIONS: Record<number, string> = {
   409: 'not allowed in the current status (`currentStatus`), a concurrent change, or the Idempotency-Key is in flight (Retry-After)',
   413: 'the body is too large',
   415: 'the body is not application/json',
-  422: 'the request breaks a domain rule (field errors in `errors`), or the Idempotency-Key was used for another request',
+  422: 'the request breaks a domain rule, or holds what cannot be stored (NUL, a lone surrogate, nesting too deep): field errors in `errors`; or the Idempotency-Key was used for another request',
   500: 'an internal fault (logged with the request id)',
   502: 'billing did not answer (timeouts, connection errors, 5xx): nothing changed that a retry cannot finish; retry after `Retry-After` with the same Idempotency-Key, and the charge is made once under its stable key',
   503: 'a dependency (the database) is unavailable; retry later',
@@ -37,8 +37,11 @@ const problemResponse = (status: number) => ({
 const problemsFor = (statuses: readonly number[]) =>
   Object.fromEntries(statuses.map((status) => [status, problemResponse(status)]));
 
-/** Error responses of a read. */
-export const readProblems = problemsFor([400, 401, 403, 404, 500, 503]);
+/**
+ * Error responses of a read: a query or path value can break a rule after validation too (a NUL or a
+ * lone surrogate, a range the domain refuses, an unknown topic), a 422 naming the field.
+ */
+export const readProblems = problemsFor([400, 401, 403, 404, 422, 500, 503]);
 /** Error responses of a command (body, state, Idempotency-Key). */
 export const commandProblems = problemsFor([400, 401, 403, 404, 409, 413, 415, 422, 500, 503]);
 

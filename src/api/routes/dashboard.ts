@@ -33,6 +33,7 @@ import { leaseRequirements } from '../../health/readiness.js';
 import { channels } from '../../ports/wakeups.js';
 import { principalOf, sendCommand } from '../http.js';
 import type { RouteDeps } from '../module.js';
+import { eventStreamSchema } from '../openapi.js';
 import { type StreamHub, streamTopics } from '../stream.js';
 import { view } from '../views.js';
 import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders, readProblems } from './common.js';
@@ -177,8 +178,8 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
         querystring: streamQuery,
         response: {
           200: {
-            description: 'an event stream',
-            content: { 'text/event-stream': { schema: z.string() } },
+            description: 'an event stream (until the client or the server closes it)',
+            content: { 'text/event-stream': { schema: eventStreamSchema(topics) } },
           },
           ...readProblems,
         },

@@ -24,9 +24,9 @@ import {
   cursor,
   cursorInstant,
   cursorUuid,
-  flag,
   instantQuery,
   limit,
+  offFlag,
   outboxParams,
   pageOf,
   uuidParams,
@@ -59,7 +59,7 @@ const statsQuery = z.strictObject({
 const MAX_STATS_SPAN_MS = 31 * 86_400_000;
 
 const keyListQuery = z.strictObject({
-  includeRevoked: flag.default(false),
+  includeRevoked: offFlag,
   limit,
   cursor: cursor(z.tuple([cursorInstant, cursorUuid])).optional(),
 });

@@ -1,7 +1,8 @@
 /**
  * The HTTP API on a test database, listening on a real loopback socket (any free port), with a runtime
- * built as `herald api` builds its own; requests go over the socket with fetch. API keys are made the
- * way the CLI makes them.
+ * built as `herald api` builds its own; requests go over the socket with fetch, and every response is
+ * checked against the server's own OpenAPI document (./conformance.ts). API keys are made the way the
+ * CLI makes them.
  */
 
 import { LineDirectory } from '../../../src/aggregates/campaign/line/directory.js';
@@ -18,6 +19,7 @@ import { waitFor } from '../../../src/testing/wait.js';
 import { lineEnv, lineUserId, startTestLineSimulator } from '../../support/line.js';
 import { testLogger } from '../../support/roles.js';
 import { createTestDatabase, type TestDatabase } from '../../support/services.js';
+import { checkConformance, forgetDocument, useDocument } from './conformance.js';
 
 export interface ApiReply {
   status: number;
@@ -34,6 +36,11 @@ export interface RequestOptions {
   raw?: string | Uint8Array;
   contentType?: string;
   headers?: Record<string, string>;
+  /**
+   * Check the response against the server's /openapi.json (default true): an undocumented status,
+   * content type or body fails the request (test/api/support/conformance.ts).
+   */
+  conformance?: boolean;
 }
 
 export interface ApiFixture {
@@ -79,6 +86,15 @@ export async function request(
   } catch {
     parsed = null;
   }
+  if (options.conformance !== false) {
+    await checkConformance(url, {
+      method,
+      path,
+      status: response.status,
+      contentType: response.headers.get('content-type'),
+      text,
+    });
+  }
   return { status: response.status, headers: response.headers, text, body: parsed };
 }
 
@@ -103,6 +119,7 @@ export async function startTestApi(
     applicationName: 'herald-api-test',
   });
   const server = await startApi(runtime);
+  useDocument(server.url, server.app.swagger());
   const directory = new LineDirectory({ db: t.db, settings: (config as CampaignConfig).line });
   async function lineChannel(organizationId: string, lineOaId: string): Promise<void> {
     const channelId = `channel-${lineOaId}`;
@@ -133,6 +150,7 @@ export async function startTestApi(
     },
     request: (method, path, options) => request(server.url, method, path, options),
     async close() {
+      forgetDocument(server.url);
       await server.close();
       await runtime.close();
       await line.close();

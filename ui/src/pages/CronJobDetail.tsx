@@ -234,7 +234,7 @@ function BackfillButton({ job, onDone }: { job: Job; onDone(): void }) {
     try {
       const result = await unwrap(
         api.POST('/v1/cron-jobs/{id}/backfill', {
-          params: { path: { id: job.jobId }, query: { dryRun: 'true' } },
+          params: { path: { id: job.jobId }, query: { dryRun: true } },
           body: body(),
         }),
       );
@@ -271,7 +271,7 @@ function BackfillButton({ job, onDone }: { job: Job; onDone(): void }) {
         onConfirm={async () => {
           await unwrap(
             api.POST('/v1/cron-jobs/{id}/backfill', {
-              params: { path: { id: job.jobId }, query: { dryRun: 'false' } },
+              params: { path: { id: job.jobId }, query: { dryRun: false } },
               body: body(),
             }),
           );

@@ -15,6 +15,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { owned, principalOf, REPLAY_HEADER, requestKeyOf, sendCommand } from '../../../api/http.js';
 import type { RouteDeps } from '../../../api/module.js';
+import { documentedBody } from '../../../api/openapi.js';
 import {
   chargeProblems,
   commandProblems,
@@ -23,7 +24,11 @@ import {
 } from '../../../api/routes/common.js';
 import { uuidParams } from '../../../api/schemas.js';
 import { CAMPAIGN_STATUSES } from '../../../domain/campaign/status.js';
-import { inlineCampaignRequestSchema, SmsValidationError } from '../../../domain/sms/campaign-request.js';
+import {
+  bulkCampaignMetaSchema,
+  inlineCampaignRequestSchema,
+  SmsValidationError,
+} from '../../../domain/sms/campaign-request.js';
 import type { CampaignServices } from '../routes.js';
 import type { CampaignConfig } from '../settings.js';
 import { campaignOut, campaignView } from '../views.js';
@@ -34,9 +39,6 @@ export const smsCampaignBody = inlineCampaignRequestSchema
   .extend({ channel: z.literal('sms') })
   .meta({ id: 'NewSmsCampaign' });
 export type SmsCampaignBody = z.output<typeof smsCampaignBody>;
-
-const SMS_ERRORS =
-  ' Errors: 422 naming the field and the rule (`errors[].rule`) with nothing written; 402 when the balance does not cover the total; 502 with `Retry-After: 2` when billing did not answer (the campaign is kept; a retry with the same Idempotency-Key charges it once under its key); 409 with `Retry-After: 2` while a request with the same Idempotency-Key is in progress.';
 
 /** `POST /v1/campaigns` with an SMS body: 201 with the QUEUED or SCHEDULED campaign, charged once. */
 export async function createSmsCampaign(
@@ -112,6 +114,21 @@ const uploadView = z
     finishedAt: z.iso.datetime().nullable(),
   })
   .meta({ id: 'SmsCampaignUpload' });
+/** The bulk upload's body as documented (the handler reads the parts itself, in this order). */
+const bulkUploadBody = z
+  .object({
+    meta: bulkCampaignMetaSchema
+      .meta({ id: 'SmsBulkCampaignMeta' })
+      .describe('the campaign (JSON, the first part): name, template, schedule, send window, fileName'),
+    file: z
+      .string()
+      .meta({ contentMediaType: 'text/csv' })
+      .describe(
+        'the recipients (UTF-8 CSV, the second part): GENERIC one column of MSISDNs with an optional header; PERSONALIZED a header with msisdn and every tag',
+      ),
+  })
+  .meta({ id: 'SmsBulkUpload' });
+
 const bulkCreatedView = z
   .object({ campaign: campaignView, upload: uploadView })
   .meta({ id: 'SmsBulkCampaign' });
@@ -233,11 +250,12 @@ export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices
         description:
           'multipart/form-data with two parts, in this order: `meta` (JSON: name, messageType PROMOTIONAL, lang bn, campaignId, templateType, template, scheduleType, scheduledAt, sendWindow, fileName) and `file` (UTF-8 CSV; GENERIC: one column of MSISDNs, an optional header; PERSONALIZED: a header with msisdn and every tag). `herald worker` builds and charges it. The Idempotency-Key fingerprint covers the metadata and the file. ' +
           IDEMPOTENCY_HEADER_DOC +
-          SMS_ERRORS,
-        consumes: ['multipart/form-data'],
+          ' Errors: 422 naming the field and the rule (`errors[].rule`) with nothing written (a body that is not multipart, a missing or malformed part, metadata breaking a rule, a file over HERALD_SMS_BULK_MAX_BYTES: `file.too-large`); 409 with `Retry-After: 2` while a request with the same Idempotency-Key is in progress. The file is charged when `herald worker` builds it, not here.',
         headers: idempotencyHeaders,
         response: { 202: bulkCreatedView, ...commandProblems },
       },
+      // Documented, not validated: the parts are streamed to the handler (the file is never buffered).
+      config: { swaggerTransform: documentedBody(bulkUploadBody, 'multipart/form-data') },
     },
     async (request, reply) => {
       const principal = principalOf(request);
