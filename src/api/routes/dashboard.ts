@@ -21,7 +21,6 @@ import {
 import { leaseAges, projectionLag } from '../../adapters/postgres/observability-queries.js';
 import {
   listOrganizationParkedKeys,
-  notifyChannel,
   type OrderKey,
   skipDead,
   wakeKeyHeads,
@@ -30,7 +29,7 @@ import { requeueDead } from '../../adapters/postgres/outbox-queries.js';
 import { ValidationError } from '../../errors.js';
 import { databaseNow } from '../../eventstore/command-handler.js';
 import { leaseRequirements } from '../../health/readiness.js';
-import { channels } from '../../ports/wakeups.js';
+import { notifyOutboxMoved } from '../../outbox/outbox-admin.js';
 import { principalOf, sendCommand } from '../http.js';
 import type { RouteDeps } from '../module.js';
 import { type StreamHub, streamTopics } from '../stream.js';
@@ -307,7 +306,7 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
         // meanwhile is answered not-dead.
         const requeued = new Set(await requeueDead(s.db, dead, principal.organizationId));
         if (requeued.size > 0) {
-          await notifyChannel(s.db, channels.outbox(s.db.schema));
+          await notifyOutboxMoved(s.db, principal.organizationId);
           logger.info({ outboxIds: [...requeued], actor: principal.actor }, 'dead outbox rows re-queued');
         }
         return {
@@ -355,7 +354,7 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
           .map((row) => ({ sink: row.sink, destination: row.destination, partitionKey: row.partitionKey! }));
         if (heads.length > 0) await wakeKeyHeads(s.db, heads);
         if (skipped.size > 0) {
-          await notifyChannel(s.db, channels.outbox(s.db.schema));
+          await notifyOutboxMoved(s.db, principal.organizationId);
           logger.warn(
             { outboxIds: [...skipped], actor: principal.actor, reason: request.body.reason },
             'dead outbox rows skipped by operator; they will never be published',
