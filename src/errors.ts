@@ -22,7 +22,9 @@ export type HeraldErrorCode =
   | 'IDEMPOTENCY_KEY_IN_USE'
   | 'IDEMPOTENCY_KEY_REUSED'
   | 'INSUFFICIENT_BALANCE'
-  | 'BILLING_UNAVAILABLE';
+  | 'BILLING_UNAVAILABLE'
+  | 'LIMIT_REACHED'
+  | 'OVERLOADED';
 
 export class HeraldError extends Error {
   readonly code: HeraldErrorCode;
@@ -190,4 +192,19 @@ export class TransientError extends HeraldError {
 
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * A capacity limit is reached: `LIMIT_REACHED` for one caller's share (an organization's or a key's),
+ * `OVERLOADED` for the whole process's. Nothing was changed; `limit` names the setting, `max` its value
+ * (the answer carries the API's Retry-After).
+ */
+export class LimitError extends HeraldError {
+  constructor(
+    code: 'LIMIT_REACHED' | 'OVERLOADED',
+    message: string,
+    details: { limit: string; max: number },
+  ) {
+    super(code, message, details);
+  }
 }

@@ -47,9 +47,20 @@ export interface CommandOutcome extends ApiResponse {
 
 /** Wake-ups held until the request's transaction commits. */
 class HeldWakeups implements WakeupSignal {
-  readonly channels = new Set<string>();
-  signal(channel: string): void {
-    this.channels.add(channel);
+  /** Channel → the organizations named (a channel signalled without one: an empty set). */
+  readonly channels = new Map<string, Set<string>>();
+  signal(channel: string, organizationId?: string | null): void {
+    const organizations = this.channels.get(channel) ?? new Set<string>();
+    if (organizationId) organizations.add(organizationId);
+    this.channels.set(channel, organizations);
+  }
+
+  /** Sends what the transaction owes, once it committed. */
+  release(to: WakeupSignal): void {
+    for (const [channel, organizations] of this.channels) {
+      if (organizations.size === 0) to.signal(channel);
+      for (const organizationId of organizations) to.signal(channel, organizationId);
+    }
   }
 }
 
@@ -96,7 +107,7 @@ export class RequestCommands<Svc = unknown> {
       if (key) await this.keys.complete(tx, key, response);
       return { ...response, replayed: false };
     });
-    if (!outcome.replayed) for (const channel of held.channels) this.deps.wakeups.signal(channel);
+    if (!outcome.replayed) held.release(this.deps.wakeups);
     return outcome;
   }
 

@@ -12,14 +12,15 @@ export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
 /**
  * The API's one Retry-After, in seconds (seed 003's 2): every answer that asks the client to come back —
- * 409 while a request with the same Idempotency-Key is in flight, 502 when billing did not answer (the
- * campaign unchanged, retryable with the same key), 503 when a dependency is down — says this.
+ * 409 while a request with the same Idempotency-Key is in flight, 429 when a caller's share of a limit
+ * is taken, 502 when billing did not answer (the campaign unchanged, retryable with the same key), 503
+ * when a dependency is down or the process is at capacity — says this.
  */
 export const RETRY_AFTER_SECONDS = 2;
 
 /** Statuses a client should retry after RETRY_AFTER_SECONDS (with the same Idempotency-Key). */
 function retryAfterOf(error: HeraldError, status: number): Record<string, string> | undefined {
-  if (error.code === 'IDEMPOTENCY_KEY_IN_USE' || status === 502 || status === 503) {
+  if (error.code === 'IDEMPOTENCY_KEY_IN_USE' || status === 429 || status === 502 || status === 503) {
     return { 'retry-after': String(RETRY_AFTER_SECONDS) };
   }
   return undefined;
@@ -40,6 +41,9 @@ export const STATUS_BY_CODE: Readonly<Record<HeraldErrorCode, number>> = {
   // SMS campaigns' billing port (ADR 0014): refused (402) or unreachable / ambiguous (502).
   INSUFFICIENT_BALANCE: 402,
   BILLING_UNAVAILABLE: 502,
+  // Capacity: one caller's share (an organization's, a key's) or the whole process's.
+  LIMIT_REACHED: 429,
+  OVERLOADED: 503,
   DATABASE_UNAVAILABLE: 503,
   BROKER_UNAVAILABLE: 503,
   TRANSIENT_FAILURE: 503,
@@ -73,6 +77,7 @@ const TITLES: Readonly<Record<number, string>> = {
   402: 'Payment Required',
   415: 'Unsupported Media Type',
   422: 'Unprocessable Content',
+  429: 'Too Many Requests',
   500: 'Internal Server Error',
   502: 'Bad Gateway',
   503: 'Service Unavailable',
@@ -101,6 +106,10 @@ export const problemSchema = z
     requestId: z.string().optional(),
     errors: z.array(fieldErrorSchema).optional(),
     currentStatus: z.string().optional().describe('an illegal state: the status the resource is in'),
+    limit: z
+      .string()
+      .optional()
+      .describe('a capacity limit reached (429, or 503 for the whole process): the setting that sets it'),
   })
   .meta({ id: 'Problem' });
 
@@ -164,6 +173,7 @@ export function problemFor(error: unknown, context: { requestId: string; instanc
       status === 409 && typeof error.details.status === 'string' ? error.details.status : undefined;
     const errors = status === 422 || status === 400 ? heraldFieldErrors(error) : undefined;
     const headers = retryAfterOf(error, status);
+    const limit = typeof error.details.limit === 'string' ? error.details.limit : undefined;
     return {
       status,
       fault: status >= 500,
@@ -172,12 +182,16 @@ export function problemFor(error: unknown, context: { requestId: string; instanc
         type: `urn:herald:problem:${error.code.toLowerCase().replaceAll('_', '-')}`,
         title: TITLES[status] ?? 'Error',
         status,
-        // A 503 names the dependency, never a driver message.
-        detail: status === 503 ? 'a dependency is unavailable; retry later' : error.message,
+        // A 503 names the dependency, never a driver message (a process at capacity says so).
+        detail:
+          status === 503 && error.code !== 'OVERLOADED'
+            ? 'a dependency is unavailable; retry later'
+            : error.message,
         code: error.code,
         ...base,
         ...(errors ? { errors } : {}),
         ...(currentStatus ? { currentStatus } : {}),
+        ...(limit ? { limit } : {}),
       },
     };
   }

@@ -215,7 +215,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     schema: config.schema,
     registry: deps.registry,
     logger,
-    ...(deps.stream ? { settings: deps.stream } : {}),
+    // The limits are the configuration's; tests shorten the pacing (and may lower the limits).
+    settings: { ...config.api.streams, ...deps.stream },
   });
   app.decorate('heraldStream', stream);
   // Open streams are not in-flight requests to wait for: they end when the server starts closing.

@@ -1,15 +1,20 @@
 /**
  * The dashboard's live updates (GET /v1/stream, Server-Sent Events). One hub per API process holds the
- * process's only LISTEN subscriptions (the change channels and the outbox channel) and maps notifications
- * to topics (each slice's, `outbox`, `overview`); each topic goes to every client at most once a second
- * (leading edge, one trailing event) and carries no data: the page refetches. A client whose socket cannot
- * keep up gets nothing until it drains, then one event per topic it missed, so a stalled tab never builds
- * a queue; a comment every 15 s keeps proxies open. Notifications only cut latency (invariant 7).
- * ADR 0018, ADR 0020.
+ * process's only LISTEN subscriptions (the change channels: each stream type's and the outbox's) and
+ * maps notifications to topics (each slice's, `outbox`, `overview`). A change notification names the
+ * organizations it concerns (its payload), and each goes only to those organizations' clients: one
+ * organization never learns when another changed anything. Each (organization, topic) goes to its
+ * clients at most once a second (leading edge, one trailing event) and carries no data: the page
+ * refetches. After the LISTEN connection (re)connects (notifications may have been lost) every client
+ * gets every topic once. A client whose socket cannot keep up gets nothing until it drains, then one
+ * event per topic it missed, so a stalled tab never builds a queue; a comment every 15 s keeps proxies
+ * open. Streams are bounded per process, per organization and per API key. Notifications only cut
+ * latency (invariant 7). ADR 0018, ADR 0020, ADR 0028.
  */
 import type { ServerResponse } from 'node:http';
+import { LimitError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { channels, type WakeupListener } from '../ports/wakeups.js';
+import { channels, organizationsOf, type WakeupListener } from '../ports/wakeups.js';
 import type { ApiRegistry } from './module.js';
 
 /** A live-stream topic: a slice's (`campaigns`), `outbox`, or `overview` (anything changed). */
@@ -36,30 +41,50 @@ function topicOfStream(registry: Pick<ApiRegistry, 'apiModules'>): ReadonlyMap<s
 }
 
 export interface StreamHubSettings {
-  /** At most one event per topic this often. */
+  /** At most one event per organization and topic this often. */
   coalesceMs: number;
   heartbeatMs: number;
   /** Connections beyond this are refused (503), so a flood of tabs cannot exhaust the process. */
   maxClients: number;
+  /** One organization's connections beyond this are refused (429): no organization takes every slot. */
+  perOrganization: number;
+  /** One API key's connections (its sessions' included) beyond this are refused (429). */
+  perKey: number;
 }
 
 export const DEFAULT_STREAM_SETTINGS: StreamHubSettings = {
   coalesceMs: 1_000,
   heartbeatMs: 15_000,
   maxClients: 1_000,
+  perOrganization: 100,
+  perKey: 20,
 };
+
+/** Whose stream it is: the limits count per organization and per key, and events go by organization. */
+export interface StreamOwner {
+  organizationId: string;
+  keyId: string;
+}
 
 interface Client {
   res: ServerResponse;
+  owner: StreamOwner;
   topics: ReadonlySet<StreamTopic>;
   /** Topics that fired while the socket was congested (sent once it drains). */
   missed: Set<StreamTopic> | null;
 }
 
+/** The coalescing key of an organization's topic (a NUL cannot occur in either). */
+const windowKey = (organizationId: string, topic: StreamTopic) => `${organizationId}\u0000${topic}`;
+
 export class StreamHub {
   private readonly clients = new Set<Client>();
-  private readonly lastSent = new Map<StreamTopic, number>();
-  private readonly trailing = new Map<StreamTopic, NodeJS.Timeout>();
+  /** Open clients per organization and per key (the limits; an organization's events go to its set). */
+  private readonly byOrganization = new Map<string, Set<Client>>();
+  private readonly perKey = new Map<string, number>();
+  /** Per (organization, topic): when its last event went out, and its trailing event's timer. */
+  private readonly lastSent = new Map<string, number>();
+  private readonly trailing = new Map<string, NodeJS.Timeout>();
   private heartbeat: NodeJS.Timeout | undefined;
   private subscribed: Promise<void> | undefined;
   private closed = false;
@@ -83,8 +108,33 @@ export class StreamHub {
     return { clients: this.clients.size, trailingTimers: this.trailing.size, heartbeat: !!this.heartbeat };
   }
 
-  get full(): boolean {
-    return this.clients.size >= this.settings.maxClients;
+  /**
+   * Throws LimitError when `owner` may not open another stream: the process is full (OVERLOADED, 503),
+   * or its organization or key holds its share already (LIMIT_REACHED, 429). Each names its setting.
+   */
+  admit(owner: StreamOwner): void {
+    const { maxClients, perOrganization, perKey } = this.settings;
+    if ((this.byOrganization.get(owner.organizationId)?.size ?? 0) >= perOrganization) {
+      throw new LimitError(
+        'LIMIT_REACHED',
+        `your organization has ${perOrganization} live streams open on this API process, its limit (HERALD_API_STREAMS_PER_ORGANIZATION); close a page or poll`,
+        { limit: 'HERALD_API_STREAMS_PER_ORGANIZATION', max: perOrganization },
+      );
+    }
+    if ((this.perKey.get(owner.keyId) ?? 0) >= perKey) {
+      throw new LimitError(
+        'LIMIT_REACHED',
+        `this API key has ${perKey} live streams open on this API process, its limit (HERALD_API_STREAMS_PER_KEY); close a page or poll`,
+        { limit: 'HERALD_API_STREAMS_PER_KEY', max: perKey },
+      );
+    }
+    if (this.clients.size >= maxClients) {
+      throw new LimitError(
+        'OVERLOADED',
+        `this API process serves ${maxClients} live streams, its limit (HERALD_API_STREAMS_MAX); poll, or retry later`,
+        { limit: 'HERALD_API_STREAMS_MAX', max: maxClients },
+      );
+    }
   }
 
   /** Subscribes the process's channels once (the first client); later clients share them. */
@@ -96,9 +146,12 @@ export class StreamHub {
     const streamTypes = new Set([...registry.stateModels.keys(), ...topicOf.keys()]);
     for (const streamType of streamTypes) {
       const topic = topicOf.get(streamType) ?? 'overview';
-      subscriptions.push(listener.subscribe(channels.changed(schema, streamType), () => this.notify(topic)));
+      subscriptions.push(
+        listener.subscribe(channels.changed(schema, streamType), (payload) =>
+          this.notify(topic, payload === undefined ? 'everyone' : organizationsOf(payload)),
+        ),
+      );
     }
-    subscriptions.push(listener.subscribe(channels.outbox(schema), () => this.notify('outbox')));
     this.subscribed = Promise.all(subscriptions).then(
       () => undefined,
       (error: unknown) =>
@@ -119,33 +172,47 @@ export class StreamHub {
     this.changeListeners.add(listener);
   }
 
-  /** A notification: the topic (and the overview) goes out now, or once its coalescing window ends. */
-  notify(topic: StreamTopic): void {
+  /**
+   * A notification: the topic (and the overview) goes to the organizations it names now, or once their
+   * coalescing window ends. `everyone`: the LISTEN connection (re)connected and may have missed some.
+   */
+  notify(topic: StreamTopic, organizations: readonly string[] | 'everyone'): void {
     if (this.closed) return;
     for (const listener of this.changeListeners) listener();
-    this.schedule(topic);
-    if (topic !== 'overview') this.schedule('overview');
+    const targets = organizations === 'everyone' ? [...this.byOrganization.keys()] : organizations;
+    for (const organizationId of targets) {
+      if (!this.byOrganization.has(organizationId)) continue;
+      this.schedule(organizationId, topic);
+      if (topic !== 'overview') this.schedule(organizationId, 'overview');
+    }
   }
 
-  private schedule(topic: StreamTopic): void {
-    if (this.clients.size === 0 || this.trailing.has(topic)) return;
-    const wait = (this.lastSent.get(topic) ?? 0) + this.settings.coalesceMs - Date.now();
+  private schedule(organizationId: string, topic: StreamTopic): void {
+    const key = windowKey(organizationId, topic);
+    if (this.trailing.has(key)) return;
+    const wait = (this.lastSent.get(key) ?? 0) + this.settings.coalesceMs - Date.now();
     if (wait <= 0) {
-      this.broadcast(topic);
+      this.broadcast(organizationId, topic);
       return;
     }
     const timer = setTimeout(() => {
-      this.trailing.delete(topic);
-      this.broadcast(topic);
+      this.trailing.delete(key);
+      this.broadcast(organizationId, topic);
     }, wait);
     timer.unref();
-    this.trailing.set(topic, timer);
+    this.trailing.set(key, timer);
   }
 
-  private broadcast(topic: StreamTopic): void {
-    this.lastSent.set(topic, Date.now());
+  private broadcast(organizationId: string, topic: StreamTopic): void {
+    const key = windowKey(organizationId, topic);
+    const clients = this.byOrganization.get(organizationId);
+    if (!clients) {
+      this.lastSent.delete(key);
+      return;
+    }
+    this.lastSent.set(key, Date.now());
     const frame = eventFrame(topic);
-    for (const client of this.clients) {
+    for (const client of clients) {
       if (!client.topics.has(topic)) continue;
       if (client.missed) client.missed.add(topic);
       else this.write(client, frame);
@@ -158,9 +225,13 @@ export class StreamHub {
   }
 
   /** Serves one client on a hijacked response until it disconnects or the hub closes. */
-  attach(res: ServerResponse, topics: ReadonlySet<StreamTopic>): void {
-    const client: Client = { res, topics, missed: null };
+  attach(res: ServerResponse, owner: StreamOwner, topics: ReadonlySet<StreamTopic>): void {
+    const client: Client = { res, owner, topics, missed: null };
     this.clients.add(client);
+    const organization = this.byOrganization.get(owner.organizationId) ?? new Set<Client>();
+    organization.add(client);
+    this.byOrganization.set(owner.organizationId, organization);
+    this.perKey.set(owner.keyId, (this.perKey.get(owner.keyId) ?? 0) + 1);
     this.subscribe();
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
@@ -176,7 +247,8 @@ export class StreamHub {
       for (const topic of missed ?? []) this.write(client, eventFrame(topic));
     });
     const detach = () => {
-      this.clients.delete(client);
+      if (!this.clients.delete(client)) return; // 'close' after 'error'
+      this.release(client);
       if (this.clients.size === 0) this.stopTimers();
     };
     res.on('close', detach);
@@ -185,6 +257,28 @@ export class StreamHub {
       for (const c of this.clients) if (!c.missed) this.write(c, ': heartbeat\n\n');
     }, this.settings.heartbeatMs);
     this.heartbeat.unref();
+  }
+
+  /** Frees a client's slots; an organization without clients keeps no timers or windows. */
+  private release(client: Client): void {
+    const { organizationId, keyId } = client.owner;
+    const organization = this.byOrganization.get(organizationId);
+    organization?.delete(client);
+    if (organization?.size === 0) {
+      this.byOrganization.delete(organizationId);
+      for (const [key, timer] of this.trailing) {
+        if (key.startsWith(`${organizationId}\u0000`)) {
+          clearTimeout(timer);
+          this.trailing.delete(key);
+        }
+      }
+      for (const key of this.lastSent.keys()) {
+        if (key.startsWith(`${organizationId}\u0000`)) this.lastSent.delete(key);
+      }
+    }
+    const keys = (this.perKey.get(keyId) ?? 1) - 1;
+    if (keys > 0) this.perKey.set(keyId, keys);
+    else this.perKey.delete(keyId);
   }
 
   private stopTimers(): void {
@@ -200,6 +294,8 @@ export class StreamHub {
     this.stopTimers();
     for (const client of this.clients) client.res.end();
     this.clients.clear();
+    this.byOrganization.clear();
+    this.perKey.clear();
   }
 }
 

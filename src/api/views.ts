@@ -140,6 +140,8 @@ export const verifyView = z
     organizationId: z.string(),
     ok: z.boolean().describe("no drift in this organization's streams"),
     streamTypes: z.array(z.string()),
+    streams: z.number().int().describe("the organization's streams verified"),
+    events: z.number().int().describe('their events folded'),
     driftedStreams: z.number().int(),
     drifts: z.array(
       z.object({

@@ -6,7 +6,7 @@
  *
  *   herald replay <streamType>/<streamId> [--at <time>] [--json]
  *   herald replay --until <time> --into <schema>
- *   herald verify [--stream-type <type>]… [--json] [--max-drifts <n>]
+ *   herald verify [--stream-type <type>]… [--organization <id>] [--json] [--max-drifts <n>]
  *   herald export [--from <time>] [--to <time>] [--stream-type <type>]… [--receipts] [--no-events] [--out <file>]
  *   herald projections status | rebuild <name>
  */
@@ -187,7 +187,8 @@ const replayCommand = command(REPLAY_USAGE, async ({ argv, registry }, db) => {
 
 // ─── verify ──────────────────────────────────────────────────────────────────────────────────────────
 
-const VERIFY_USAGE = 'herald verify [--stream-type <type>]… [--json] [--max-drifts <n>]';
+const VERIFY_USAGE =
+  'herald verify [--stream-type <type>]… [--organization <id>] [--json] [--max-drifts <n>]';
 
 export function describeDrift(d: Drift): string {
   const at = d.firstDifferingEvent
@@ -200,8 +201,9 @@ export function describeDrift(d: Drift): string {
 function printVerify(report: VerifyReport): void {
   const took = report.ms < 10_000 ? `${report.ms} ms` : `${(report.ms / 1000).toFixed(1)} s`;
   const rate = report.ms > 0 ? Math.round((report.events / report.ms) * 1000) : report.events;
+  const of = report.organizationId === null ? '' : ` of organization ${report.organizationId}`;
   out(
-    `verify ${report.streamTypes.join(', ')}: ${report.streams} streams, ${report.events} events in ${took} (${rate} events/s): ${
+    `verify ${report.streamTypes.join(', ')}${of}: ${report.streams} streams, ${report.events} events in ${took} (${rate} events/s): ${
       report.driftedStreams === 0 ? 'no drift' : `${report.driftedStreams} drifted stream(s)`
     }${report.truncated ? ' (report truncated)' : ''}`,
   );
@@ -210,6 +212,7 @@ function printVerify(report: VerifyReport): void {
 const verifyCommand = command(VERIFY_USAGE, async ({ argv, registry }, db) => {
   const { values, positionals } = parse(argv, {
     'stream-type': { type: 'string', multiple: true },
+    organization: { type: 'string' },
     json: { type: 'boolean', default: false },
     'max-drifts': { type: 'string' },
   });
@@ -218,8 +221,13 @@ const verifyCommand = command(VERIFY_USAGE, async ({ argv, registry }, db) => {
   if (maxDrifts !== undefined && (!Number.isInteger(maxDrifts) || maxDrifts < 0)) {
     throw new UsageError('--max-drifts must be a non-negative integer');
   }
+  if (values.organization !== undefined && values.organization.trim() === '') {
+    throw new UsageError('--organization needs an organization id');
+  }
+  // Every organization's streams unless one is named (then its streams only, as the API's verify).
   const report = await verifyStates(db, registry, {
     ...(values['stream-type'] ? { streamTypes: values['stream-type'] } : {}),
+    ...(values.organization !== undefined ? { organizationId: values.organization } : {}),
     ...(maxDrifts !== undefined ? { maxDrifts } : {}),
     ...(values.json ? {} : { onDrift: (drift: Drift) => out(describeDrift(drift)) }),
   });
@@ -345,7 +353,8 @@ export const incidentRoles: Record<string, Role> = {
     run: replayCommand,
   },
   verify: {
-    summary: 'fold every stream and compare with its state row; exit 1 on drift [--json]',
+    summary:
+      "fold every stream (or one organization's) and compare with its state row; exit 1 on drift [--organization <id>] [--json]",
     run: verifyCommand,
   },
   export: {

@@ -209,10 +209,18 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
     if (!wakeups || results.length === 0) return;
     const schema = this.deps.db.schema;
     if (results.some((r) => r.outbox.length > 0)) wakeups.signal(channels.outbox(schema));
-    // The dashboard's live stream (coalesced to one NOTIFY a second per process and stream type).
-    if (results.some((r) => r.events.length > 0)) {
-      wakeups.signal(channels.changed(schema, this.aggregate.streamType));
+    // The dashboard's live stream (coalesced to one NOTIFY a second per process and stream type), told
+    // which organizations changed: each organization's pages hear only of their own changes.
+    const changed = new Set<string | null>();
+    const outboxOf = new Set<string>();
+    for (const result of results) {
+      if (result.events.length > 0) changed.add(organizationOf(this.aggregate, result.state));
+      for (const row of result.outbox) if (row.organizationId) outboxOf.add(row.organizationId);
     }
+    for (const organizationId of changed) {
+      wakeups.signal(channels.changed(schema, this.aggregate.streamType), organizationId);
+    }
+    for (const organizationId of outboxOf) wakeups.signal(channels.changed(schema, 'outbox'), organizationId);
     const dueAt = this.aggregate.dueAt;
     if (!dueAt) return;
     const horizon = this.deps.wakeHorizonMs ?? 30_000;

@@ -7,7 +7,7 @@
  *   why are kept in last_error) and the next row of its key becomes the head, so the key drains.
  * Each statement is guarded (only a dead row moves), so a command that races the relay's recovery or
  * another operator changes nothing twice. Afterwards relays are woken by NOTIFY (they would also find
- * the work on their next poll).
+ * the work on their next poll), and, when the organization is known (the API), its dashboards.
  */
 import {
   listParkedKeys,
@@ -20,7 +20,19 @@ import {
 import { requeueDead } from '../adapters/postgres/outbox-queries.js';
 import type { Logger } from '../logger.js';
 import type { Database } from '../ports/database.js';
-import { channels } from '../ports/wakeups.js';
+import { channels, organizationPayloads } from '../ports/wakeups.js';
+
+/**
+ * Wakes the relays and, given the organization whose rows moved, tells its live streams the outbox
+ * changed (a change notification names its organization: no other organization hears of it).
+ */
+export async function notifyOutboxMoved(db: Database, organizationId: string | undefined): Promise<void> {
+  await notifyChannel(db, channels.outbox(db.schema));
+  if (organizationId === undefined) return;
+  for (const payload of organizationPayloads([organizationId])) {
+    await notifyChannel(db, channels.changed(db.schema, 'outbox'), payload);
+  }
+}
 
 export async function parkedKeys(db: Database, limit = 100): Promise<ParkedKey[]> {
   return listParkedKeys(db, limit);
@@ -37,7 +49,7 @@ export async function requeueRow(
   const [requeued] = await requeueDead(db, [params.id], params.organizationId ?? null);
   if (requeued === undefined) return false;
   params.logger?.info({ outboxId: params.id, actor: params.actor }, 'dead outbox row re-queued by operator');
-  await notifyChannel(db, channels.outbox(db.schema));
+  await notifyOutboxMoved(db, params.organizationId);
   return true;
 }
 
@@ -67,7 +79,7 @@ export async function skipRow(
     },
     'dead outbox row skipped by operator; it will never be published',
   );
-  await notifyChannel(db, channels.outbox(db.schema));
+  await notifyOutboxMoved(db, params.organizationId);
   return skipped;
 }
 

@@ -475,8 +475,17 @@ export class OutboxRelay {
     this.counters.published += marked?.length ?? 0;
     this.counters.failed += (rescheduled?.length ?? 0) + (waiting?.length ?? 0);
     this.countBySink(rows, marked, rescheduled, waiting);
-    if ((marked?.length ?? 0) > 0 || (rescheduled ?? []).some((r) => r.status === 'dead')) {
-      this.options.changes?.signal(channels.changed(this.db.schema, 'outbox'));
+    // Tell the dashboards of the organizations whose rows were sent or died (and no other).
+    const changedIds = new Set([
+      ...(marked ?? []),
+      ...(rescheduled ?? []).flatMap((r) => (r.status === 'dead' ? [r.id] : [])),
+    ]);
+    if (changedIds.size > 0 && this.options.changes) {
+      const organizations = new Set<string | null>();
+      for (const row of rows) if (changedIds.has(row.id)) organizations.add(row.organizationId ?? null);
+      for (const organizationId of organizations) {
+        this.options.changes.signal(channels.changed(this.db.schema, 'outbox'), organizationId);
+      }
     }
     // Ordered heads that were sent: wake the next row of each key, after the mark committed (ADR 0007).
     // A late or repeated wake-up is harmless; a missed one (crash, give-up) is caught by maintenance.

@@ -38,4 +38,6 @@ export interface ClaimedForPublish {
   createdAt: Date;
   /** Claimed as the head of its key: the next row of the key waits until this one is sent or skipped. */
   ordered: boolean;
+  /** The organization of the row's event (the live stream tells only it that the row was sent or died). */
+  organizationId?: string | null;
 }

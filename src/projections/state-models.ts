@@ -39,6 +39,14 @@ export interface StateModel {
   rowsWithoutEvents(sql: SqlClient, limit: number): Promise<string[]>;
   /** The key rows are stored under for a stream id. */
   rowKey(streamId: string): string;
+  /** The organization a state (or a row's fields) belongs to, or null: the aggregate's `organizationOf`. */
+  organizationOf(state: unknown): string | null;
+  /**
+   * The organization a stream belongs to, from its first event (what it was created for: the log, not a
+   * row that may have drifted): the state that event folds to, or, when it cannot be folded, the event's
+   * own `organizationId` field. The organization filter of stream scans (verify per organization).
+   */
+  organizationOfStream(first: Pick<StoredEvent, 'type' | 'data'>): string | null;
 }
 
 /**
@@ -57,13 +65,23 @@ interface StateModelDefinition<State, Event extends DomainEvent> extends StateTa
   streamType: string;
   messageEffectStreams?: readonly string[];
   decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>;
+  /** The organization of a state (the descriptor's); default: its `organizationId` field. */
+  organizationOf?: (state: State) => string | null;
 }
+
+/** A state's (or an event's data's) `organizationId` field, when it is a string. */
+const organizationField = (value: unknown): string | null => {
+  const id = (value as { organizationId?: unknown } | null)?.organizationId;
+  return typeof id === 'string' ? id : null;
+};
 
 /** Builds a registry entry; the casts below are the one place the entry's types are erased. */
 export function defineStateModel<State, Event extends DomainEvent>(
   definition: StateModelDefinition<State, Event>,
 ): StateModel {
   const { decider } = definition;
+  const organizationOf = (state: unknown): string | null =>
+    definition.organizationOf ? definition.organizationOf(state as State) : organizationField(state);
   return {
     streamType: definition.streamType,
     table: definition.table,
@@ -86,5 +104,18 @@ export function defineStateModel<State, Event extends DomainEvent>(
       ),
     rowsWithoutEvents: definition.rowsWithoutEvents,
     rowKey: (id) => definition.rowKey?.(id) ?? id,
+    organizationOf,
+    organizationOfStream: (first) => {
+      let state: State;
+      try {
+        state = decider.evolve(
+          decider.initialState(),
+          definition.parseEvent({ type: first.type, data: first.data }),
+        );
+      } catch {
+        return organizationField(first.data);
+      }
+      return organizationOf(state);
+    },
   };
 }

@@ -4,7 +4,9 @@
  * registration claims. One server-side cursor in (stream id, version) order, folded a stream at a time and
  * compared in chunks, keeps memory bounded; one read-only repeatable-read snapshot keeps a live system green
  * (invariant 1) and holds back no log follower. Each drift names the stream, the field, both values and
- * the first event after which they differ. ADR 0008, ADR 0009.
+ * the first event after which they differ. With an organization, only the streams that organization's
+ * first events name are scanned (the API's verify: an organization sees only its own streams, counts
+ * included) and the log-wide check of unclaimed stream types is left out. ADR 0008, ADR 0009, ADR 0028.
  */
 import { SNAPSHOT_READ_ONLY } from '../adapters/postgres/cursor-queries.js';
 import { distinctStreamTypes, readStream, scanStreams } from '../adapters/postgres/event-queries.js';
@@ -44,6 +46,8 @@ export interface Drift {
 }
 
 export interface VerifyReport {
+  /** The organization whose streams were verified; null: every stream. */
+  organizationId: string | null;
   streamTypes: string[];
   streams: number;
   events: number;
@@ -66,6 +70,12 @@ export interface VerifyOptions {
   maxDrifts?: number;
   /** Called for each drift as it is found (the CLI prints them while the scan goes on). */
   onDrift?: (drift: Drift) => void;
+  /**
+   * Only this organization's streams (each stream's organization is the one its first event names; a
+   * row without events, its row's). Default: every stream, and the check that every stream type is
+   * claimed.
+   */
+  organizationId?: string;
 }
 
 interface Fold {
@@ -105,7 +115,9 @@ export async function verifyStates(
   const batchSize = options.batchSize ?? 10_000;
   const compareEvery = options.compareEvery ?? 2_000;
   const maxDrifts = options.maxDrifts ?? 1_000;
+  const organizationId = options.organizationId;
   const report: VerifyReport = {
+    organizationId: organizationId ?? null,
     streamTypes: models.map((m) => m.streamType),
     streams: 0,
     events: 0,
@@ -135,7 +147,12 @@ export async function verifyStates(
         report.streams += folds.length;
         for (const drifts of await compareFolds(tx, model, folds)) record(drifts);
       };
-      await scanStreams(tx, { streamType: model.streamType, until: null, batchSize }, async (events) => {
+      const organization =
+        organizationId === undefined
+          ? undefined
+          : { id: organizationId, of: (first: StoredEvent) => model.organizationOfStream(first) };
+      const scan = { streamType: model.streamType, until: null, batchSize, organization };
+      await scanStreams(tx, scan, async (events) => {
         for (const event of events) {
           report.events++;
           if (current?.streamId !== event.streamId) {
@@ -171,7 +188,7 @@ export async function verifyStates(
       });
       if (current) finished.push(current);
       await flush();
-      for (const streamId of await model.rowsWithoutEvents(tx, maxDrifts)) {
+      for (const streamId of await rowsWithoutEvents(tx, model, maxDrifts, organizationId)) {
         record([
           {
             kind: 'row-without-events',
@@ -186,7 +203,7 @@ export async function verifyStates(
         ]);
       }
     }
-    if (options.streamTypes === undefined) {
+    if (options.streamTypes === undefined && organizationId === undefined) {
       const claimed = new Set(registry.streamTypes);
       for (const streamType of await distinctStreamTypes(tx)) {
         if (claimed.has(streamType)) continue;
@@ -207,6 +224,25 @@ export async function verifyStates(
   });
   report.ms = Date.now() - started;
   return report;
+}
+
+/** Rows no event explains (at most `limit`); with an organization, those whose row names it. */
+async function rowsWithoutEvents(
+  tx: SqlClient,
+  model: StateModel,
+  limit: number,
+  organizationId: string | undefined,
+): Promise<string[]> {
+  const ids = await model.rowsWithoutEvents(tx, limit);
+  if (organizationId === undefined || ids.length === 0) return ids;
+  const rows = await model.loadRows(
+    tx,
+    ids.map((id) => model.rowKey(id)),
+  );
+  return ids.filter((id) => {
+    const row = rows.get(model.rowKey(id));
+    return row !== undefined && model.organizationOf(row.fields) === organizationId;
+  });
 }
 
 /** Compares finished folds with their rows; returns the drifts of each drifted stream. */

@@ -259,6 +259,7 @@ function register<Fragment extends AnySettingsFragment, Ports, Service extends o
       defineStateModel({
         streamType: aggregate.streamType,
         decider: aggregate.decider,
+        ...(aggregate.organizationOf ? { organizationOf: aggregate.organizationOf } : {}),
         ...aggregate.stateTable,
         messageEffectStreams: [
           ...(aggregate.claim ? [aggregate.claim.discard.streamType] : []),

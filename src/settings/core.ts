@@ -280,6 +280,18 @@ export const apiSection = {
       z.enum(['true', 'false']).default('false'),
       'trust `X-Forwarded-For` / `X-Forwarded-Proto` (behind a TLS-terminating proxy)',
     ),
+    HERALD_API_STREAMS_MAX: d(
+      positiveInt.max(100_000).default(1_000),
+      'live streams (`GET /v1/stream`) one API process serves at once (more: 503 naming this limit)',
+    ),
+    HERALD_API_STREAMS_PER_ORGANIZATION: d(
+      positiveInt.max(100_000).default(100),
+      "live streams one organization may hold open on one API process (more: 429 naming this limit, with Retry-After), so one organization cannot take every process's slots",
+    ),
+    HERALD_API_STREAMS_PER_KEY: d(
+      positiveInt.max(100_000).default(20),
+      'live streams one API key (or its sign-in sessions) may hold open on one API process (more: 429 naming this limit, with Retry-After)',
+    ),
     HERALD_IDEMPOTENCY_TTL_HOURS: d(
       positiveInt.max(24 * 365).default(24),
       'an Idempotency-Key is remembered this long; then the same key is a new request (`herald maintenance` deletes expired keys)',
@@ -459,6 +471,12 @@ export interface ApiSettings {
   readonly sessionSecure: 'auto' | 'always' | 'never';
   /** Trust X-Forwarded-* headers (behind a TLS-terminating proxy). */
   readonly trustProxy: boolean;
+  /** Live streams (GET /v1/stream) per API process: in all, per organization, per API key. */
+  readonly streams: {
+    readonly maxClients: number;
+    readonly perOrganization: number;
+    readonly perKey: number;
+  };
 }
 
 /** Periodic upkeep (src/maintenance/), each service with its own interval; rows per statement shared. */
@@ -648,6 +666,11 @@ export function coreConfig(e: CoreEnv, defaults: { pod?: string } = {}): HeraldC
             ? 'always'
             : 'never',
       trustProxy: e.HERALD_API_TRUST_PROXY === 'true',
+      streams: {
+        maxClients: e.HERALD_API_STREAMS_MAX,
+        perOrganization: e.HERALD_API_STREAMS_PER_ORGANIZATION,
+        perKey: e.HERALD_API_STREAMS_PER_KEY,
+      },
     },
     tracing: {
       enabled:

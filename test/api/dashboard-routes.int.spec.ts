@@ -106,7 +106,7 @@ describe('the overview cache', () => {
       { timeoutMs: 10_000, what: 'two overviews from one computation' },
     );
     // What the LISTEN connection delivers (test/api/stream.int.spec.ts: a commit's NOTIFY reaches the hub).
-    api.server.app.heraldStream.notify('outbox');
+    api.server.app.heraldStream.notify('outbox', ['org-d']);
     const fresh = await api.request('GET', '/v1/overview', { key });
     expect(fresh.body.at).not.toBe(first.body.at);
   });

@@ -4,7 +4,10 @@
  * role that may not, and series on /metrics that change as requests are answered.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { heraldRegistry } from '../../src/aggregates/registry.js';
+import { verifyStates } from '../../src/projections/verify.js';
 import { waitFor } from '../../src/testing/wait.js';
+import { herald } from '../support/cli.js';
 import { startRoles } from '../support/roles.js';
 import {
   type ApiFixture,
@@ -154,6 +157,94 @@ describe('verify and stats', () => {
     ]);
     const viewer = await api.key('org-ops', 'viewer');
     expectProblem(await api.request('GET', '/v1/verify', { key: viewer }), 403);
+  });
+
+  it("verify scans only the caller's organization's streams (counts included); a stream is the organization's its first event names", async () => {
+    const a = await api.key('org-scope-a');
+    const b = await api.key('org-scope-b');
+    const job = (k: string) =>
+      api.request('POST', '/v1/cron-jobs', {
+        key: k,
+        body: {
+          name: `job ${crypto.randomUUID().slice(0, 8)}`,
+          schedule: '0 * * * *',
+          timezone: 'UTC',
+          jobType: 'ping',
+          payload: { url: 'https://example.com/health' },
+        },
+      });
+    const action = (k: string) =>
+      api.request('POST', '/v1/actions', {
+        key: k,
+        body: {
+          mode: 'normal',
+          actionType: 'send_message',
+          actionConfig: { template: 'hi' },
+          delaySeconds: 3600,
+        },
+      });
+    const created = [
+      await job(a),
+      await job(a),
+      await action(a),
+      await job(b),
+      await action(b),
+      await action(b),
+    ];
+    for (const r of created) expect(r.status, r.text).toBe(201);
+    const [, , , jobOfB] = created.map((r) => r.body as { jobId?: string; actionId?: string });
+    // What each organization holds, by the log itself: streams and events whose first event names it.
+    const holdings = async (organizationId: string) => {
+      const { rows } = await api.t.db.query<{ streams: number; events: number }>(
+        `select count(distinct (e.stream_type, e.stream_id))::int as streams, count(*)::int as events
+           from event e join event f on f.stream_type = e.stream_type and f.stream_id = e.stream_id and f.version = 1
+          where e.stream_type = any($1::text[]) and f.data->>'organizationId' = $2`,
+        [[...heraldRegistry.stateModels.keys()], organizationId],
+      );
+      return rows[0]!;
+    };
+    const verify = async (k: string) => {
+      const r = await api.request('GET', '/v1/verify', { key: k });
+      expect(r.status, r.text).toBe(200);
+      return r.body as { ok: boolean; streams: number; events: number; drifts: { streamId: string }[] };
+    };
+    expect(await holdings('org-scope-a')).toEqual({ streams: 3, events: expect.any(Number) });
+    expect(await verify(a)).toMatchObject({ ok: true, ...(await holdings('org-scope-a')) });
+    expect(await verify(b)).toMatchObject({ ok: true, ...(await holdings('org-scope-b')) });
+
+    // A divergence planted in B: its row is moved to A (and renamed). The log says the job is B's: B is
+    // told, A hears nothing of it (neither the drift nor the stream's count).
+    await api.t.db.query(
+      "update cron_job set organization_id = 'org-scope-a', name = 'planted' where id = $1",
+      [jobOfB!.jobId],
+    );
+    const seenByA = await verify(a);
+    expect(seenByA).toMatchObject({ ok: true, drifts: [], ...(await holdings('org-scope-a')) });
+    const seenByB = await verify(b);
+    expect(seenByB.ok).toBe(false);
+    expect(seenByB.streams).toBe((await holdings('org-scope-b')).streams);
+    expect(new Set(seenByB.drifts.map((d) => d.streamId))).toEqual(new Set([jobOfB!.jobId]));
+    expect(seenByB.drifts.map((d) => (d as unknown as { field: string }).field).sort()).toEqual([
+      'name',
+      'organizationId',
+    ]);
+    // The CLI stays every organization's unless given one.
+    const all = await verifyStates(api.t.db, heraldRegistry);
+    expect(all.streams).toBeGreaterThan(seenByA.streams + seenByB.streams);
+    expect(all.drifts.map((d) => d.streamId)).toContain(jobOfB!.jobId);
+    const cli = await herald(api.t, ['verify', '--organization', 'org-scope-a', '--json']);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(JSON.parse(cli.stdout)).toMatchObject({
+      organizationId: 'org-scope-a',
+      driftedStreams: 0,
+      streams: seenByA.streams,
+      events: seenByA.events,
+    });
+    await api.t.db.query("update cron_job set organization_id = 'org-scope-b', name = $2 where id = $1", [
+      jobOfB!.jobId,
+      created[3]!.body.name,
+    ]);
+    expect((await verify(b)).ok).toBe(true);
   });
 
   it('stats: the dispatch_stats projection of the organization; 400 and 422 for bad ranges', async () => {

@@ -11,6 +11,7 @@ import {
   DatabaseUnavailableError,
   IdempotencyKeyError,
   InsufficientBalanceError,
+  LimitError,
   TransientError,
 } from '../../src/errors.js';
 
@@ -27,6 +28,8 @@ describe('Retry-After', () => {
       new BillingUnavailableError('billing did not answer', { key: 'campaign:x' }),
       new DatabaseUnavailableError('down'),
       new TransientError('too many streams'),
+      new LimitError('LIMIT_REACHED', 'your share', { limit: 'HERALD_API_STREAMS_PER_KEY', max: 1 }),
+      new LimitError('OVERLOADED', 'the process is full', { limit: 'HERALD_API_STREAMS_MAX', max: 1 }),
     ];
     expect(cases.map((error) => problemFor(error, context))).toEqual([
       expect.objectContaining({ status: 409, headers: { 'retry-after': '2' } }),
@@ -34,7 +37,45 @@ describe('Retry-After', () => {
       expect.objectContaining({ status: 502, headers: { 'retry-after': '2' } }),
       expect.objectContaining({ status: 503, headers: { 'retry-after': '2' } }),
       expect.objectContaining({ status: 503, headers: { 'retry-after': '2' } }),
+      expect.objectContaining({ status: 429, headers: { 'retry-after': '2' } }),
+      expect.objectContaining({ status: 503, headers: { 'retry-after': '2' } }),
     ]);
+  });
+
+  it('a limit reached names its setting; a full process says so rather than "a dependency is unavailable"', () => {
+    const share = problemFor(
+      new LimitError('LIMIT_REACHED', 'your organization holds 3 streams', {
+        limit: 'HERALD_API_STREAMS_PER_ORGANIZATION',
+        max: 3,
+      }),
+      context,
+    );
+    expect(share).toMatchObject({
+      status: 429,
+      fault: false,
+      problem: {
+        type: 'urn:herald:problem:limit-reached',
+        title: 'Too Many Requests',
+        detail: 'your organization holds 3 streams',
+        limit: 'HERALD_API_STREAMS_PER_ORGANIZATION',
+      },
+    });
+    const full = problemFor(
+      new LimitError('OVERLOADED', 'this process serves 5 streams', {
+        limit: 'HERALD_API_STREAMS_MAX',
+        max: 5,
+      }),
+      context,
+    );
+    expect(full.problem).toMatchObject({
+      status: 503,
+      detail: 'this process serves 5 streams',
+      limit: 'HERALD_API_STREAMS_MAX',
+    });
+    // Other 503s still never show their message.
+    expect(problemFor(new DatabaseUnavailableError('ECONNREFUSED 127.0.0.1'), context).problem.detail).toBe(
+      'a dependency is unavailable; retry later',
+    );
   });
 
   it('is not sent where retrying the same request cannot help (402)', () => {

@@ -2,12 +2,17 @@
  * GET /v1/stream over real HTTP, fed by real LISTEN/NOTIFY: a command through the API reaches a
  * connected client as an event of its topic within a deadline; a burst of notifications is coalesced to
  * at most one event per topic per second (leading + trailing); the cookie session authenticates it;
- * and many clients connecting and disconnecting leave no client, timer, LISTEN handler or connection
- * behind. What a client receives conforms to the document's `text/event-stream` schema.
+ * many clients connecting and disconnecting leave no client, timer, LISTEN handler or connection
+ * behind; each organization hears only of its own changes (campaigns, cron jobs, outbox rows a real
+ * relay sent); and streams are bounded per organization and per key (429 naming the limit) and per
+ * process (503 naming it). What a client receives conforms to the document's `text/event-stream` schema.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { channels } from '../../src/ports/wakeups.js';
+import { CoalescingNotifier, PgWakeupListener } from '../../src/adapters/postgres/notifications.js';
+import { channels, organizationPayloads, organizationsOf } from '../../src/ports/wakeups.js';
 import { waitFor } from '../../src/testing/wait.js';
+import { BrokerFixture, outboxCounts, seedOutbox } from '../outbox/support/fixtures.js';
+import { RelayHarness } from '../outbox/support/relay-harness.js';
 import {
   type ApiFixture,
   expectProblem,
@@ -21,7 +26,8 @@ let api: ApiFixture;
 let key: string;
 
 beforeAll(async () => {
-  api = await startTestApi();
+  // Sixty tabs of one key below (the per-key default is 20; the limits have their own test).
+  api = await startTestApi({ HERALD_API_STREAMS_PER_KEY: '100' });
   key = await api.key('org-live', 'operator');
 }, 60_000);
 afterAll(async () => api?.close());
@@ -36,15 +42,16 @@ interface Frame {
 async function connect(
   path = '/v1/stream',
   headers: Record<string, string> = { authorization: `Bearer ${key}` },
+  url = api.url,
 ) {
   const abort = new AbortController();
-  const response = await fetch(`${api.url}${path}`, { headers, signal: abort.signal });
+  const response = await fetch(`${url}${path}`, { headers, signal: abort.signal });
   const frames: Frame[] = [];
   const comments: string[] = [];
   // Whole frames as received, checked against the document's text/event-stream schema on close.
   let received = '';
   const conform = (text: string) =>
-    checkConformance(api.url, {
+    checkConformance(url, {
       method: 'GET',
       path,
       status: response.status,
@@ -120,7 +127,8 @@ describe('GET /v1/stream', () => {
     await waitFor(() => client.comments.length > 0, { what: 'connected' });
     const channel = channels.changed(api.t.schema, 'scheduled_action');
     const started = Date.now();
-    for (let i = 0; i < 30; i++) await api.t.db.query('select pg_notify($1, $2)', [channel, '']);
+    const payload = JSON.stringify(['org-live']);
+    for (let i = 0; i < 30; i++) await api.t.db.query('select pg_notify($1, $2)', [channel, payload]);
     const ended = Date.now();
     await waitFor(() => client.of('actions').length >= 1, { timeoutMs: 5_000, what: 'an actions event' });
     // The trailing event of the window has gone out once no timer is armed any more.
@@ -176,7 +184,10 @@ describe('GET /v1/stream', () => {
     await waitFor(() => hub.stats().clients === 60, { what: '60 clients' });
     expect(hub.stats().heartbeat).toBe(true);
     // Events reach all of them.
-    await api.t.db.query('select pg_notify($1, $2)', [channels.changed(api.t.schema, 'cron_job'), '']);
+    await api.t.db.query('select pg_notify($1, $2)', [
+      channels.changed(api.t.schema, 'cron_job'),
+      JSON.stringify(['org-live']),
+    ]);
     await waitFor(() => clients.every((c) => c.of('cron').length > 0), { timeoutMs: 5_000, what: 'fan-out' });
     await Promise.all(clients.map((c) => c.close()));
 
@@ -220,4 +231,155 @@ describe('GET /v1/stream', () => {
     await body; // the stream ended (not aborted)
     expect(Date.now() - started).toBeLessThan(5_000);
   });
+
+  it('tells each organization only of its own changes: campaigns, cron jobs, and outbox rows a relay sent', async () => {
+    const hub = api.server.app.heraldStream;
+    await hub.ready();
+    const otherKey = await api.key('org-quiet', 'operator');
+    const a = await connect();
+    const b = await connect('/v1/stream', { authorization: `Bearer ${otherKey}` });
+    await waitFor(() => a.comments.length > 0 && b.comments.length > 0, { what: 'both connected' });
+    const created = await api.request('POST', '/v1/campaigns', { key, body: lineCampaignBody() });
+    expect(created.status, created.text).toBe(201);
+    const job = await api.request('POST', '/v1/cron-jobs', { key, body: pingJob() });
+    expect(job.status, job.text).toBe(201);
+    // Outbox rows of organization A, published by a real relay that tells the dashboards (the role's wiring).
+    const broker = await BrokerFixture.open();
+    const relays = new RelayHarness(api.t);
+    const changes = new CoalescingNotifier(api.t.db, 50);
+    try {
+      const queue = await broker.queue('stream');
+      await seedOutbox(api.t.db, { count: 3, destination: queue, organizationId: 'org-live' });
+      await relays.make({}, { changes }).relay.start();
+      for (const topic of ['campaigns', 'cron', 'outbox', 'overview']) {
+        await waitFor(() => a.of(topic)[0], { timeoutMs: 5_000, what: `A's ${topic} event` });
+      }
+      expect((await outboxCounts(api.t.db)).sent).toBeGreaterThanOrEqual(3);
+    } finally {
+      await relays.close();
+      changes.close();
+      await broker.close();
+    }
+    // B's own change reaches B: had any of A's changes reached it, it would have arrived first (one socket,
+    // in order; the hub wrote A's events to every recipient before B's change was even made).
+    const own = await api.request('POST', '/v1/cron-jobs', { key: otherKey, body: pingJob() });
+    expect(own.status, own.text).toBe(201);
+    await waitFor(() => b.of('cron')[0], { timeoutMs: 5_000, what: "B's own cron event" });
+    await waitFor(() => b.of('overview')[0], { timeoutMs: 5_000, what: "B's own overview event" });
+    expect(b.frames.map((f) => f.event).sort()).toEqual(['cron', 'overview']);
+    expect(b.of('campaigns')).toEqual([]);
+    expect(b.of('outbox')).toEqual([]);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("a notifier's NOTIFY names the organizations signalled in its window, and a listener hands over each payload", async () => {
+    const channel = channels.changed(api.t.schema, 'stream_scope_probe');
+    const listener = new PgWakeupListener({ url: api.t.url, schema: api.t.schema });
+    const payloads: (string | undefined)[] = [];
+    await listener.subscribe(channel, (payload) => payloads.push(payload));
+    const notifier = new CoalescingNotifier(api.t.db, 50);
+    try {
+      // The subscription's own wake-up (after connecting) carries no payload.
+      await waitFor(() => payloads.includes(undefined), { what: 'the wake-up after connecting' });
+      notifier.signal(channel, 'org-1');
+      notifier.signal(channel, 'org-2');
+      notifier.signal(channel, 'org-3');
+      notifier.signal(channel, 'org-2');
+      notifier.signal(channel, null);
+      const named = () => payloads.flatMap((p) => (p === undefined ? [] : organizationsOf(p)));
+      await waitFor(() => new Set(named()).size === 3, {
+        timeoutMs: 5_000,
+        what: 'every organization named',
+      });
+      // Leading edge: the first alone; the rest of the window in one trailing NOTIFY.
+      expect(payloads.filter((p) => p !== undefined)).toEqual([
+        JSON.stringify(['org-1']),
+        JSON.stringify(['org-2', 'org-3']),
+      ]);
+    } finally {
+      notifier.close();
+      await listener.close();
+    }
+    // Many long organization ids are split over NOTIFYs PostgreSQL accepts (each under 8000 bytes).
+    const many = Array.from({ length: 200 }, (_, i) => `${'o'.repeat(190)}-${i}`);
+    const split = organizationPayloads(many);
+    expect(split.length).toBeGreaterThan(1);
+    expect(split.flatMap(organizationsOf)).toEqual(many);
+    for (const payload of split) await api.t.db.query('select pg_notify($1, $2)', [channel, payload]);
+  });
+});
+
+describe('stream limits', () => {
+  it('an organization at its cap gets 429 naming the limit, while another organization (and a key under its own cap) still connects; the process cap is a 503 naming its limit', async () => {
+    const own = await startTestApi({
+      HERALD_API_STREAMS_PER_ORGANIZATION: '3',
+      HERALD_API_STREAMS_PER_KEY: '2',
+      HERALD_API_STREAMS_MAX: '5',
+    });
+    const open: Awaited<ReturnType<typeof connect>>[] = [];
+    try {
+      const auth = (k: string) => ({ authorization: `Bearer ${k}` });
+      const a1 = await own.key('org-busy', 'viewer');
+      const a2 = await own.key('org-busy', 'viewer');
+      const b1 = await own.key('org-calm', 'viewer');
+      const c1 = await own.key('org-third', 'viewer');
+      const attempt = async (k: string) => {
+        const client = await connect('/v1/stream', auth(k), own.url);
+        if (client.response.ok) open.push(client);
+        return client;
+      };
+      const problemOf = async (client: Awaited<ReturnType<typeof connect>>) => ({
+        status: client.response.status,
+        type: client.response.headers.get('content-type'),
+        retryAfter: client.response.headers.get('retry-after'),
+        body: (await client.response.json()) as { limit?: string; detail?: string; code?: string },
+      });
+      expect((await attempt(a1)).response.status).toBe(200);
+      expect((await attempt(a1)).response.status).toBe(200);
+      // The key's cap: a third stream of key a1 is refused, naming the setting.
+      const perKey = await problemOf(await attempt(a1));
+      expect(perKey).toMatchObject({
+        status: 429,
+        type: expect.stringMatching(/^application\/problem\+json/),
+        retryAfter: '2',
+        body: { code: 'LIMIT_REACHED', limit: 'HERALD_API_STREAMS_PER_KEY' },
+      });
+      // Another key of the organization still connects, up to the organization's cap.
+      expect((await attempt(a2)).response.status).toBe(200);
+      const perOrganization = await problemOf(await attempt(a2));
+      expect(perOrganization).toMatchObject({
+        status: 429,
+        retryAfter: '2',
+        body: { code: 'LIMIT_REACHED', limit: 'HERALD_API_STREAMS_PER_ORGANIZATION' },
+      });
+      expect(perOrganization.body.detail).toMatch(/3 live streams/);
+      // Another organization is not affected.
+      expect((await attempt(b1)).response.status).toBe(200);
+      expect((await attempt(b1)).response.status).toBe(200);
+      // The process is full (5): a third organization gets the process's limit, not "dependency unavailable".
+      const full = await problemOf(await attempt(c1));
+      expect(full).toMatchObject({
+        status: 503,
+        retryAfter: '2',
+        body: { code: 'OVERLOADED', limit: 'HERALD_API_STREAMS_MAX' },
+      });
+      expect(full.body.detail).not.toMatch(/dependency/);
+      // A closed stream frees its slots at once.
+      await open.shift()!.close();
+      await waitFor(() => own.server.app.heraldStream.stats().clients === 4, { what: 'a slot freed' });
+      expect((await attempt(c1)).response.status).toBe(200);
+      expect((await attempt(a2)).response.status).toBe(503);
+    } finally {
+      await Promise.all(open.map((c) => c.close()));
+      await own.close();
+    }
+  });
+});
+
+const pingJob = () => ({
+  name: `job ${crypto.randomUUID().slice(0, 8)}`,
+  schedule: '0 * * * *',
+  timezone: 'Europe/Berlin',
+  jobType: 'ping',
+  payload: { url: 'https://example.com/health' },
 });

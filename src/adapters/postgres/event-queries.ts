@@ -52,6 +52,20 @@ export const SCAN_STREAMS = `
    where stream_type = $1 and ($2::timestamptz is null or recorded_at <= $2)
    order by stream_id, version`;
 
+/** The first event of every stream of a type (recorded up to $2), in stream order: whose each stream is. */
+export const SCAN_FIRST_EVENTS = `
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+    from event
+   where stream_type = $1 and version = 1 and ($2::timestamptz is null or recorded_at <= $2)
+   order by stream_id`;
+
+/** Every event of the given streams of a type (recorded up to $2), in stream order. */
+export const SCAN_STREAMS_OF = `
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+    from event
+   where stream_type = $1 and stream_id = any($3::text[]) and ($2::timestamptz is null or recorded_at <= $2)
+   order by stream_id, version`;
+
 /** Several streams of one type, in stream order (replay's look-up of the streams a message caused). */
 export const READ_STREAMS = `
   select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
@@ -217,15 +231,59 @@ export async function readStreams(
   return rows.map(toStoredEvent);
 }
 
+/** Which streams a scan keeps: those whose first event `of` names organization `id`. */
+export interface OrganizationFilter {
+  id: string;
+  /** The organization a stream belongs to, from its first event (the state model's). */
+  of: (first: StoredEvent) => string | null;
+}
+
 /**
  * Streams every event of `streamType` (recorded up to `until`, if given) in stream order through a
  * cursor, `batchSize` at a time. Run inside a transaction (SNAPSHOT_READ_ONLY first for one snapshot).
+ * With `organization`, only the streams whose first event names that organization: a cursor over the
+ * streams' first events, and for each batch of them the kept streams' events through a second cursor
+ * (a stream with no version 1 belongs to no organization).
  */
 export function scanStreams(
   tx: SqlClient,
-  params: { streamType: string; until: string | null; batchSize: number },
+  params: {
+    streamType: string;
+    until: string | null;
+    batchSize: number;
+    organization?: OrganizationFilter | undefined;
+  },
   handle: (events: StoredEvent[]) => Promise<void> | void,
 ): Promise<void> {
+  const { organization } = params;
+  if (organization) {
+    return forEachBatch<EventRow>(
+      tx,
+      {
+        name: 'herald_scan_first_events',
+        query: SCAN_FIRST_EVENTS,
+        params: [params.streamType, params.until],
+        batchSize: params.batchSize,
+      },
+      async (rows) => {
+        const kept = rows
+          .map(toStoredEvent)
+          .filter((first) => organization.of(first) === organization.id)
+          .map((first) => first.streamId);
+        if (kept.length === 0) return;
+        await forEachBatch<EventRow>(
+          tx,
+          {
+            name: 'herald_scan_organization_streams',
+            query: SCAN_STREAMS_OF,
+            params: [params.streamType, params.until, kept],
+            batchSize: params.batchSize,
+          },
+          (events) => handle(events.map(toStoredEvent)),
+        );
+      },
+    );
+  }
   return forEachBatch<EventRow>(
     tx,
     {

@@ -1,7 +1,8 @@
 /**
  * LISTEN/NOTIFY adapters. Writers call `signal()` after commit; the notifier coalesces so a process
  * sends at most one NOTIFY per channel per interval (leading edge at once, one trailing send for
- * everything signalled meanwhile). NOTIFY is never issued inside hot transactions: a notifying commit
+ * everything signalled meanwhile); a change channel's payload names the organizations signalled (the
+ * live stream's routing). NOTIFY is never issued inside hot transactions: a notifying commit
  * takes a cluster-wide lock. The listener uses pg-listen, which reconnects and re-LISTENs by itself;
  * after each (re)connection subscribers are woken once, since notifications sent while disconnected
  * are lost.
@@ -14,6 +15,8 @@ import type { Database } from '../../ports/database.js';
 import {
   CHANGE_NOTIFY_MS,
   isChangeChannel,
+  type OnWake,
+  organizationPayloads,
   type WakeupListener,
   type WakeupSignal,
 } from '../../ports/wakeups.js';
@@ -25,7 +28,11 @@ const NOTIFY = 'select pg_notify($1, $2)';
 const LISTEN_RETRY: BackoffSettings = { baseMs: 100, maxMs: 5_000, jitter: 'equal' };
 
 export class CoalescingNotifier implements WakeupSignal {
-  private readonly pending = new Map<string, { timer: NodeJS.Timeout; again: boolean }>();
+  /** Open windows: whether the channel was signalled again, and the organizations named meanwhile. */
+  private readonly pending = new Map<
+    string,
+    { timer: NodeJS.Timeout; again: boolean; organizations: Set<string> }
+  >();
   private closed = false;
 
   constructor(
@@ -34,14 +41,15 @@ export class CoalescingNotifier implements WakeupSignal {
     private readonly logger?: Logger,
   ) {}
 
-  signal(channel: string): void {
+  signal(channel: string, organizationId?: string | null): void {
     if (this.closed) return;
     const window = this.pending.get(channel);
     if (window) {
       window.again = true;
+      if (organizationId) window.organizations.add(organizationId);
       return;
     }
-    this.send(channel);
+    this.send(channel, organizationId ? [organizationId] : []);
     this.openWindow(channel);
   }
 
@@ -51,21 +59,24 @@ export class CoalescingNotifier implements WakeupSignal {
         const window = this.pending.get(channel);
         this.pending.delete(channel);
         if (window?.again && !this.closed) {
-          this.send(channel);
+          this.send(channel, window.organizations);
           this.openWindow(channel);
         }
       },
       isChangeChannel(channel) ? Math.max(this.intervalMs, CHANGE_NOTIFY_MS) : this.intervalMs,
     );
     timer.unref();
-    this.pending.set(channel, { timer, again: false });
+    this.pending.set(channel, { timer, again: false, organizations: new Set() });
   }
 
-  private send(channel: string): void {
-    this.db.query(NOTIFY, [channel, '']).catch((error: unknown) => {
-      // Harmless: waiters fall back to polling.
-      this.logger?.debug({ err: error, channel }, 'notify failed');
-    });
+  /** One NOTIFY, or several when the organizations named do not fit one payload. */
+  private send(channel: string, organizations: Iterable<string>): void {
+    for (const payload of organizationPayloads(organizations)) {
+      this.db.query(NOTIFY, [channel, payload]).catch((error: unknown) => {
+        // Harmless: waiters fall back to polling.
+        this.logger?.debug({ err: error, channel }, 'notify failed');
+      });
+    }
   }
 
   close(): void {
@@ -83,7 +94,7 @@ export class CoalescingNotifier implements WakeupSignal {
  */
 export class PgWakeupListener implements WakeupListener {
   private subscriber: Subscriber | undefined;
-  private readonly handlers = new Map<string, Set<() => void>>();
+  private readonly handlers = new Map<string, Set<OnWake>>();
   private connected: Promise<void> | undefined;
   private readonly closing = new AbortController();
 
@@ -107,15 +118,18 @@ export class PgWakeupListener implements WakeupListener {
         paranoidChecking: 10_000,
       },
     );
-    subscriber.events.on('notification', ({ channel }) => this.wake(channel));
+    subscriber.events.on('notification', ({ channel, payload }) =>
+      this.wake(channel, typeof payload === 'string' ? payload : ''),
+    );
     subscriber.events.on('connected', () => this.wakeAll());
     subscriber.events.on('reconnect', (attempt) => this.logger?.warn({ attempt }, 'listener reconnecting'));
     subscriber.events.on('error', (error) => this.logger?.error({ err: error }, 'listener error'));
     return subscriber;
   }
 
-  private wake(channel: string): void {
-    for (const handler of this.handlers.get(channel) ?? []) handler();
+  /** A notification (its payload) or, without one, the wake-up after a (re)connection. */
+  private wake(channel: string, payload?: string): void {
+    for (const handler of this.handlers.get(channel) ?? []) handler(payload);
   }
 
   private wakeAll(): void {
@@ -149,7 +163,7 @@ export class PgWakeupListener implements WakeupListener {
   }
 
   /** Resolves once listening (waits while the database is away; callers need not wait for it). */
-  async subscribe(channel: string, onWake: () => void): Promise<void> {
+  async subscribe(channel: string, onWake: OnWake): Promise<void> {
     const set = this.handlers.get(channel) ?? new Set();
     set.add(onWake);
     this.handlers.set(channel, set);

@@ -228,6 +228,7 @@ export async function skipDead(
   }));
 }
 
-export async function notifyChannel(sql: SqlClient, channel: string): Promise<void> {
-  await sql.query(NOTIFY_CHANNEL, [channel, '']);
+/** NOTIFY on `channel` (sent when the caller's transaction commits); `payload` as the channel wants it. */
+export async function notifyChannel(sql: SqlClient, channel: string, payload = ''): Promise<void> {
+  await sql.query(NOTIFY_CHANNEL, [channel, payload]);
 }

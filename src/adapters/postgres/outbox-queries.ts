@@ -79,7 +79,7 @@ export const CLAIM_OUTBOX_FOR_PUBLISH = `
      where o.id = c.id
        and (not c.ordered or c.id in (select id from judged where blocker is null and settled))
     returning o.id, o.message_id, o.sink, o.destination, o.routing_key, o.partition_key, o.headers,
-              o.payload::text as payload_text, o.priority, o.attempts, o.ordered,
+              o.payload::text as payload_text, o.priority, o.attempts, o.ordered, o.organization_id,
               (extract(epoch from o.created_at) * 1000)::float8 as created_ms
   )
   select claimed.*, progress.deferred
@@ -232,7 +232,7 @@ export const INSERT_OUTBOX_LEASED = `
                 priority, ordered, organization_id, leased)
   returning id, message_id, sink, destination, routing_key, partition_key, headers,
             case when locked_by is not null then payload::text end as payload_text, priority, attempts, ordered,
-            (extract(epoch from created_at) * 1000)::float8 as created_ms`;
+            organization_id, (extract(epoch from created_at) * 1000)::float8 as created_ms`;
 
 function outboxColumns(messages: readonly NewOutboxMessage[]): unknown[] {
   return [
@@ -285,6 +285,7 @@ interface ClaimedForPublishRow {
   /** Epoch milliseconds: a number parses much faster than a timestamptz string. */
   created_ms: number;
   ordered: boolean;
+  organization_id: string | null;
   /** On every row (and alone, with null columns, when nothing was claimed): ordered rows deferred. */
   deferred: number;
 }
@@ -303,6 +304,7 @@ function toClaimed(row: ClaimedForPublishRow & { id: number }): ClaimedForPublis
     attempts: row.attempts,
     createdAt: new Date(row.created_ms),
     ordered: row.ordered,
+    organizationId: row.organization_id,
   };
 }
 

@@ -29,8 +29,9 @@ const DESCRIPTIONS: Record<number, string> = {
   503: 'a dependency (the database) is unavailable; retry later',
 };
 
-const problemResponse = (status: number) => ({
-  description: DESCRIPTIONS[status] ?? 'a problem',
+/** A documented problem response: the status's usual description, or a route's own. */
+export const problemResponse = (status: number, description?: string) => ({
+  description: description ?? DESCRIPTIONS[status] ?? 'a problem',
   content: { [PROBLEM_CONTENT_TYPE]: { schema: problemSchema } },
 });
 

@@ -21,22 +21,27 @@ import {
 import { leaseAges, projectionLag } from '../../adapters/postgres/observability-queries.js';
 import {
   listOrganizationParkedKeys,
-  notifyChannel,
   type OrderKey,
   skipDead,
   wakeKeyHeads,
 } from '../../adapters/postgres/outbox-order-queries.js';
 import { requeueDead } from '../../adapters/postgres/outbox-queries.js';
-import { HeraldError, ValidationError } from '../../errors.js';
+import { ValidationError } from '../../errors.js';
 import { databaseNow } from '../../eventstore/command-handler.js';
 import { leaseRequirements } from '../../health/readiness.js';
-import { channels } from '../../ports/wakeups.js';
+import { notifyOutboxMoved } from '../../outbox/outbox-admin.js';
 import { principalOf, sendCommand } from '../http.js';
 import type { RouteDeps } from '../module.js';
 import { eventStreamSchema } from '../openapi.js';
 import { type StreamHub, streamTopics } from '../stream.js';
 import { view } from '../views.js';
-import { commandProblems, IDEMPOTENCY_HEADER_DOC, idempotencyHeaders, readProblems } from './common.js';
+import {
+  commandProblems,
+  IDEMPOTENCY_HEADER_DOC,
+  idempotencyHeaders,
+  problemResponse,
+  readProblems,
+} from './common.js';
 
 const instant = z.iso.datetime().describe('ISO-8601, UTC');
 
@@ -174,7 +179,7 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
       schema: {
         tags: ['dashboard'],
         summary: 'Live updates (Server-Sent Events): `event: <topic>` when something of that topic changed',
-        description: `Topics: ${topics.join(', ')} (\`GET /v1/stream/topics\`); each at most once a second, data \`{"at": ISO}\`; a comment line every 15 s. Refetch on an event; poll when the stream is down.`,
+        description: `Topics: ${topics.join(', ')} (\`GET /v1/stream/topics\`); each at most once a second, data \`{"at": ISO}\`; a comment line every 15 s. Only changes of the caller's organization are told. Refetch on an event; poll when the stream is down. Open streams per API process are bounded per organization (HERALD_API_STREAMS_PER_ORGANIZATION) and per API key (HERALD_API_STREAMS_PER_KEY): 429 naming the limit, with Retry-After; and in all (HERALD_API_STREAMS_MAX): 503 naming it.`,
         querystring: streamQuery,
         response: {
           200: {
@@ -182,6 +187,14 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
             content: { 'text/event-stream': { schema: eventStreamSchema(topics) } },
           },
           ...readProblems,
+          429: problemResponse(
+            429,
+            "the caller's organization or API key holds its share of this process's live streams: `limit` names the setting; retry after `Retry-After`, or poll",
+          ),
+          503: problemResponse(
+            503,
+            'this API process serves its maximum of live streams (`limit`: HERALD_API_STREAMS_MAX), or a dependency is unavailable; retry after `Retry-After`',
+          ),
         },
       },
     },
@@ -195,12 +208,13 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
           field: 'topics',
         });
       }
-      // Bounded per process: beyond maxClients a page polls instead (503 with Retry-After).
-      if (stream.full)
-        throw new HeraldError('TRANSIENT_FAILURE', 'too many live streams on this API process');
+      // Bounded per organization and per key (429), and per process (503), each naming its limit, with
+      // Retry-After: beyond them a page polls instead.
+      const { organizationId, keyId } = principalOf(request);
+      stream.admit({ organizationId, keyId });
       reply.hijack();
       reply.raw.once('close', () => requestDone(request, reply));
-      stream.attach(reply.raw, new Set(wanted));
+      stream.attach(reply.raw, { organizationId, keyId }, new Set(wanted));
       return reply;
     },
   );
@@ -293,7 +307,7 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
         // meanwhile is answered not-dead.
         const requeued = new Set(await requeueDead(s.db, dead, principal.organizationId));
         if (requeued.size > 0) {
-          await notifyChannel(s.db, channels.outbox(s.db.schema));
+          await notifyOutboxMoved(s.db, principal.organizationId);
           logger.info({ outboxIds: [...requeued], actor: principal.actor }, 'dead outbox rows re-queued');
         }
         return {
@@ -341,7 +355,7 @@ export const dashboardRoutes: FastifyPluginAsyncZod<
           .map((row) => ({ sink: row.sink, destination: row.destination, partitionKey: row.partitionKey! }));
         if (heads.length > 0) await wakeKeyHeads(s.db, heads);
         if (skipped.size > 0) {
-          await notifyChannel(s.db, channels.outbox(s.db.schema));
+          await notifyOutboxMoved(s.db, principal.organizationId);
           logger.warn(
             { outboxIds: [...skipped], actor: principal.actor, reason: request.body.reason },
             'dead outbox rows skipped by operator; they will never be published',

@@ -18,6 +18,8 @@ export interface SeedOptions {
   routingKey?: string;
   priority?: number;
   payload?: (index: number) => unknown;
+  /** The organization the rows belong to (default: none). */
+  organizationId?: string;
 }
 
 export interface SeededRows {
@@ -41,6 +43,7 @@ export async function seedOutbox(db: Database, options: SeedOptions): Promise<Se
       streamType: 'test',
       streamId,
       meta: { correlationId },
+      ...(options.organizationId ? { organizationId: options.organizationId } : {}),
     };
     const chunk = 5_000;
     for (let start = 0; start < options.count; start += chunk) {
