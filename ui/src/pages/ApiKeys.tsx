@@ -153,7 +153,12 @@ export function ApiKeys() {
       render: (k) => (
         <span>
           {k.name}
-          {k.id === session?.keyId ? <span className="tag">this session</span> : null}
+          {k.id === session?.keyId ? (
+            <>
+              {' '}
+              <span className="tag">this session</span>
+            </>
+          ) : null}
         </span>
       ),
     },

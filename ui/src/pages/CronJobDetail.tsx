@@ -629,7 +629,7 @@ export function CronJobDetail() {
               </li>
             ))}
             {upcoming.data && upcoming.data.occurrences.length === 0 ? (
-              <li className="muted">none: the schedule never fires</li>
+              <li className="muted no-marker">none: the schedule never fires</li>
             ) : null}
           </ol>
         </Card>
