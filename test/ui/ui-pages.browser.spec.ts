@@ -287,5 +287,30 @@ describe('action detail page', () => {
     await execution.locator('[data-status="sent"]').waitFor();
     expect(await execution.textContent()).toMatch(/at \d{4}-\d\d-\d\d/);
     await shoot(p, 'action-detail');
+    // Done: nothing left to command.
+    expect(await detail.getByRole('button', { name: /Fire now|Cancel action/ }).count()).toBe(0);
+
+    // A pending action: nothing executed yet; cancelled from its page, the timeline shows who did it.
+    const later = await ui.dashboard.request('POST', '/v1/actions', {
+      key: operator.key,
+      body: {
+        mode: 'normal',
+        actionType: 'send_message',
+        actionConfig: { template: 'later' },
+        delaySeconds: 3600,
+      },
+    });
+    expect(later.status, later.text).toBe(201);
+    await p.goto(`/actions/${later.body.actionId}`);
+    await detail.getByTestId('no-executions').getByText('Nothing yet').waitFor();
+    await detail.getByRole('button', { name: 'Cancel action' }).click();
+    const dialog = p.page.getByRole('dialog');
+    await dialog.getByLabel('Reason').fill('customer unsubscribed');
+    await dialog.getByRole('button', { name: 'Cancel action' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    await detail.locator('h1 [data-status="cancelled"]').waitFor();
+    const cancelled = detail.locator('[data-testid="action-event"][data-type="ActionCancelled"]');
+    await cancelled.getByText('support desk').waitFor();
+    expect(await cancelled.textContent()).toContain('customer unsubscribed');
   });
 });

@@ -3,13 +3,14 @@
  * stream, oldest first, with who caused it — an API key by its name — and what changed), and what it
  * executed: each message its events wrote (the `action_execute` to the trigger engine, an expiry
  * branch's), with the outbox row's status and error, the broker's confirm and the consumers that took
- * it. From GET /v1/actions/{id} and its history; live on the `actions` topic.
+ * it. Fire now and cancel when its state allows them. From GET /v1/actions/{id} and its history; live
+ * on the `actions` topic.
  */
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useParams } from 'react-router-dom';
 import { api, type Schemas, unwrap, useLive } from '../api/client';
-import { ActorName, Card, ErrorBanner, PageHeader, StatusBadge } from '../components';
+import { ActorName, Card, CommandButton, ErrorBanner, PageHeader, StatusBadge } from '../components';
 import { excerpt, formatRelative, formatTime } from '../format';
 import './pages-c.css';
 
@@ -241,10 +242,11 @@ export function ActionDetail() {
     queryKey: ['actions', 'one', id, 'history'],
     queryFn: () => unwrap(api.GET('/v1/actions/{id}/history', { params: { path: { id } } })),
   });
-  useLive(['actions'], () => {
+  const refetch = () => {
     void action.refetch();
     void history.refetch();
-  });
+  };
+  useLive(['actions'], refetch);
   if (action.error) return <ErrorBanner error={action.error} />;
   if (!action.data) return <p className="muted">Loading…</p>;
   const a = action.data;
@@ -262,6 +264,46 @@ export function ActionDetail() {
         subtitle={
           <>
             <Link to="/actions">Actions</Link> · <span className="mono">{a.actionId}</span>
+          </>
+        }
+        // The server says which commands the action's state allows (its operation catalogue).
+        actions={
+          <>
+            {a.commands.includes('fire') ? (
+              <CommandButton
+                label="Fire now"
+                title="Fire this action now"
+                description={
+                  a.wait
+                    ? 'Runs the action now without waiting for its signal.'
+                    : 'Runs the action now instead of at its execute time.'
+                }
+                confirmLabel="Fire now"
+                requireReason
+                onConfirm={async (reason) => {
+                  await unwrap(
+                    api.POST('/v1/actions/{id}/fire', { params: { path: { id } }, body: { reason } }),
+                  );
+                  refetch();
+                }}
+              />
+            ) : null}
+            {a.commands.includes('cancel') ? (
+              <CommandButton
+                danger
+                label="Cancel action"
+                title="Cancel this action"
+                description="The action will not run (nor its expiry branch)."
+                confirmLabel="Cancel action"
+                requireReason
+                onConfirm={async (reason) => {
+                  await unwrap(
+                    api.POST('/v1/actions/{id}/cancel', { params: { path: { id } }, body: { reason } }),
+                  );
+                  refetch();
+                }}
+              />
+            ) : null}
           </>
         }
       />
