@@ -67,6 +67,8 @@ describe('signed out, and unknown addresses', () => {
     await p.goto('/nothing-here');
     await p.page.getByRole('link', { name: 'Go to the overview' }).click();
     await p.page.getByRole('heading', { name: 'Overview' }).waitFor();
+    // The charts' hour labels name their zone (the browser's: UTC here).
+    await p.page.getByText('hours in UTC').waitFor();
     expect(new URL(p.page.url()).pathname).toMatch(/^\/ui\/?$/);
     expect(failed).toEqual([]);
   });
