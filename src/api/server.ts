@@ -47,6 +47,7 @@ import { unstorableField } from './input-limits.js';
 import type { ApiRegistry, RouteDeps } from './module.js';
 import { withRouterErrors } from './openapi.js';
 import { PROBLEM_CONTENT_TYPE, problem, problemFor } from './problem.js';
+import { actorRoutes } from './routes/actors.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { operationRoutes } from './routes/operations.js';
 import { sessionRoutes } from './routes/session.js';
@@ -299,6 +300,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
         if (module.routes) await v1.register(module.routes, routeDeps);
       }
       await v1.register(operationRoutes, routeDeps);
+      await v1.register(actorRoutes, routeDeps);
       await v1.register(sessionRoutes, { sessions });
       await v1.register(dashboardRoutes, { ...routeDeps, stream, requestDone });
     },

@@ -14,7 +14,7 @@ describe('browser harness', () => {
     const p = await ui.page();
     await p.goto('/signin');
     await p.page.getByLabel('API key').waitFor();
-    expect(p.problems).toEqual([]); // the signed-out 401 of GET /v1/session is declared by default
+    expect(p.problems).toEqual([]); // a signed-out visit fails no request (GET /v1/session/status: 200)
     await p.page.evaluate("console.error('boom from the page')");
     await p.page.evaluate("setTimeout(() => { throw new Error('uncaught in the page') }, 0)");
     await p.page.evaluate("fetch('/v1/no-such-route').catch(() => {})");

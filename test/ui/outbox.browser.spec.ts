@@ -4,7 +4,7 @@
  * from the spec's RabbitMQ vhost after the relay declared it, so the relay's mandatory publishes come back unroutable and
  * (with one attempt allowed) the rows go dead. The page, open all along, shows them appear with their
  * error without a reload; the queue is declared again, two are requeued as a selection and seen sent
- * (live), the third is skipped with a reason.
+ * (live), the third is skipped with a reason. Each dead row links to the campaign it was written for.
  */
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -94,6 +94,12 @@ describe('outbox page', () => {
       /unroutable|NO_ROUTE|returned/i,
     );
     await p.page.getByTestId('stat-dead').getByText('3').waitFor();
+    // Each dead row links to the campaign it was written for (its origin stream, from its headers).
+    for (const row of rows) {
+      const source = table.locator(`tr[data-row-key="${row.id}"]`).getByTestId('row-source');
+      expect(await source.getAttribute('href')).toBe(`/ui/campaigns/${row.payload.campaignId}`);
+      expect(await source.textContent()).toBe(`campaign ${row.payload.campaignId.slice(0, 8)}`);
+    }
 
     // The broker is fixed: the queue exists again.
     await channel.assertQueue(QUEUE, {
@@ -145,5 +151,14 @@ describe('outbox page', () => {
     expect(skipped.body).toMatchObject({ status: 'skipped' });
     expect(skipped.body.skippedAt).not.toBeNull();
     await p.page.getByTestId('stat-dead').getByText('0').waitFor();
+
+    // The skipped row's detail still says what it was written for, and the link opens that campaign.
+    await p.page.getByLabel('Row id').fill(String(c.id));
+    await p.page.getByRole('button', { name: 'Show row' }).click();
+    await detail.locator('[data-status="skipped"]').waitFor();
+    await detail.getByTestId('row-source').click();
+    await p.page.waitForURL(new RegExp(`/ui/campaigns/${c.payload.campaignId}$`));
+    const name = ['spring sale', 'restock alert', 'weekly digest'][campaigns.indexOf(c.payload.campaignId)]!;
+    await p.page.locator('main h1').filter({ hasText: name }).waitFor();
   });
 });

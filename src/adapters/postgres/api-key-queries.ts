@@ -66,6 +66,11 @@ export const REVOKE_API_KEY = `
      and (not $3::boolean or role <> 'admin' or exists (select 1 from other_admins))
   returning ${COLUMNS}`;
 
+/** The names of some keys of an organization (the actors `api-key:<id>` the dashboard shows). */
+export const API_KEY_NAMES = `
+  select id::text as id, name, role, revoked_at from api_key
+   where organization_id = $1 and id = any($2::uuid[])`;
+
 export const TOUCH_API_KEY = `
   update api_key set last_used_at = now()
    where id = $1 and (last_used_at is null or last_used_at < now() - interval '1 minute')`;
@@ -180,4 +185,25 @@ export async function revokeApiKey(
 /** Records a use of the key, unless one was recorded within the last minute. */
 export async function touchApiKey(sql: SqlClient, id: string): Promise<void> {
   await sql.query(TOUCH_API_KEY, [id]);
+}
+
+export interface ApiKeyName {
+  id: string;
+  name: string;
+  role: ApiKeyRole;
+  revoked: boolean;
+}
+
+/** The names of the organization's keys among `ids` (uuids); another organization's keys are absent. */
+export async function apiKeyNames(
+  sql: SqlClient,
+  organizationId: string,
+  ids: readonly string[],
+): Promise<ApiKeyName[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await sql.query<{ id: string; name: string; role: ApiKeyRole; revoked_at: Date | null }>(
+    API_KEY_NAMES,
+    [organizationId, ids],
+  );
+  return rows.map((r) => ({ id: r.id, name: r.name, role: r.role, revoked: r.revoked_at !== null }));
 }

@@ -1,7 +1,8 @@
 /**
  * `/v1/session`: the dashboard's sign-in (src/api/session.ts). POST exchanges an API key for a session
  * cookie and answers the organization, role and CSRF token; GET answers the same for the cookie's
- * session (401 without one); DELETE signs out (the session row is deleted, the cookie cleared). These
+ * session (401 without one), and GET /v1/session/status whether there is one (200 either way, for the
+ * dashboard's quiet check on load); DELETE signs out (the session row is deleted, the cookie cleared). These
  * routes authenticate themselves (`public`), since signing in is how a page gets credentials.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -64,6 +65,32 @@ export const sessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionAuthenticat
       if (!session) throw new UnauthenticatedError('not signed in, or the session expired');
       void reply.header('cache-control', 'no-store');
       return session.info;
+    },
+  );
+
+  app.get(
+    '/session/status',
+    {
+      config: { public: true },
+      schema: {
+        tags: ['session'],
+        summary:
+          'Whether the cookie has a session: 200 either way (signedIn false and session null when signed out)',
+        description:
+          'The dashboard asks this on load, so a signed-out visit makes no failing request (GET /v1/session answers 401 then).',
+        security: [],
+        response: {
+          200: z
+            .object({ signedIn: z.boolean(), session: sessionView.nullable() })
+            .meta({ id: 'SessionStatus' }),
+          ...readProblems,
+        },
+      },
+    },
+    async (request, reply) => {
+      const session = await sessions.find(request.cookies[SESSION_COOKIE]);
+      void reply.header('cache-control', 'no-store');
+      return { signedIn: session !== null, session: session?.info ?? null };
     },
   );
 

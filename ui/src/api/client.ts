@@ -95,12 +95,13 @@ export type Role = Session['role'];
 
 export const SESSION_KEY = ['session'] as const;
 
-/** The cookie's session, or null when signed out (401). */
+/**
+ * The cookie's session, or null when signed out: asked through GET /v1/session/status, which answers 200
+ * either way, so a signed-out visit makes no failing request (no 401 in the browser's console).
+ */
 async function currentSession(): Promise<Session | null> {
-  const { data, error, response } = await api.GET('/v1/session');
-  if (response.status === 401) return null;
-  if (!response.ok || !data) throw new ApiError(response.status, (error as Problem | undefined) ?? {});
-  return data;
+  const status = await unwrap(api.GET('/v1/session/status'));
+  return status.signedIn ? status.session : null;
 }
 
 export interface SessionState {
@@ -159,6 +160,62 @@ export function useSession(): SessionState {
     signingIn: signIn.isPending,
   };
 }
+
+// --- actors -------------------------------------------------------------------------------------------
+
+export type Actor = Schemas['Actor'];
+
+/**
+ * Who `actor` is (`api-key:<id>` → the key's name; anything else as it is), from GET /v1/actors, cached
+ * for the tab. The actors a page shows at once are asked together (one request per render batch).
+ */
+export function useActor(actor: string | null | undefined): Actor | undefined {
+  const query = useQuery({
+    queryKey: ['actors', actor],
+    enabled: Boolean(actor),
+    staleTime: 60_000,
+    queryFn: () => actorBatch.ask(actor!),
+  });
+  return query.data;
+}
+
+/** Collects the actors asked within one tick into one request. */
+const actorBatch = (() => {
+  let waiting: Map<string, { resolve(a: Actor): void; reject(e: unknown): void }[]> | null = null;
+  const flush = async (batch: NonNullable<typeof waiting>) => {
+    const actors = [...batch.keys()];
+    try {
+      for (let i = 0; i < actors.length; i += 50) {
+        const chunk = actors.slice(i, i + 50);
+        const result = await unwrap(
+          api.GET('/v1/actors', { params: { query: { actors: chunk.join(',') } } }),
+        );
+        for (const a of result.actors) for (const w of batch.get(a.actor) ?? []) w.resolve(a);
+      }
+      for (const [actor, list] of batch)
+        for (const w of list) w.resolve({ actor, kind: 'other', name: null, role: null, revoked: false });
+    } catch (error) {
+      for (const list of batch.values()) for (const w of list) w.reject(error);
+    }
+  };
+  return {
+    ask(actor: string): Promise<Actor> {
+      return new Promise((resolve, reject) => {
+        if (!waiting) {
+          const batch = new Map<string, { resolve(a: Actor): void; reject(e: unknown): void }[]>();
+          waiting = batch;
+          setTimeout(() => {
+            waiting = null;
+            void flush(batch);
+          }, 0);
+        }
+        const list = waiting.get(actor) ?? [];
+        list.push({ resolve, reject });
+        waiting.set(actor, list);
+      });
+    },
+  };
+})();
 
 // --- live updates ---------------------------------------------------------------------------------------
 

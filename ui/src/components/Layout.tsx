@@ -7,13 +7,14 @@ import type { ReactNode } from 'react';
 import { Navigate, NavLink, Outlet, useLocation, useNavigate } from 'react-router-dom';
 import { useLiveMode, useSession } from '../api/client';
 
-const NAV: { to: string; label: string; end?: boolean }[] = [
+const NAV: { to: string; label: string; end?: boolean; admin?: boolean }[] = [
   { to: '/', label: 'Overview', end: true },
   { to: '/campaigns', label: 'Campaigns' },
   { to: '/recipients', label: 'Recipients' },
   { to: '/actions', label: 'Actions' },
   { to: '/cron', label: 'Cron jobs' },
   { to: '/outbox', label: 'Outbox' },
+  { to: '/api-keys', label: 'API keys', admin: true },
 ];
 
 function LiveIndicator() {
@@ -28,7 +29,7 @@ function LiveIndicator() {
 }
 
 export function Layout() {
-  const { session, loading, signOut } = useSession();
+  const { session, loading, signOut, isAdmin } = useSession();
   const location = useLocation();
   const navigate = useNavigate();
   if (loading) return <div className="page-loading">Loading…</div>;
@@ -48,7 +49,7 @@ export function Layout() {
           Herald
         </div>
         <nav className="nav" aria-label="Main">
-          {NAV.map((item) => (
+          {NAV.filter((item) => !item.admin || isAdmin).map((item) => (
             <NavLink key={item.to} to={item.to} end={item.end ?? false}>
               {item.label}
             </NavLink>

@@ -1,4 +1,5 @@
 // The dashboard's shared components (pages import from here).
+export { ActorName } from './ActorName';
 export { BarChart, type ChartProps, LineChart, PALETTE, type Series } from './Charts';
 export {
   CommandButton,

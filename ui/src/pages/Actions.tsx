@@ -6,6 +6,7 @@
  */
 import { useInfiniteQuery, useQueryClient } from '@tanstack/react-query';
 import { type FormEvent, useState } from 'react';
+import { Link } from 'react-router-dom';
 import { api, type Schemas, unwrap, useLive, useSession } from '../api/client';
 import {
   Card,
@@ -16,7 +17,7 @@ import {
   PageHeader,
   StatusBadge,
 } from '../components';
-import { excerpt, formatRelative, formatTime } from '../format';
+import { browserZone, excerpt, formatRelative, formatTime, fromZonedInput, toZonedInput } from '../format';
 import { SignalLookup } from './SignalLookup';
 
 type Action = Schemas['ScheduledAction'];
@@ -31,26 +32,13 @@ const FILTERS: { id: StatusFilter; label: string }[] = [
   { id: 'all', label: 'All' },
 ];
 
-/** A `datetime-local` value (the browser's zone) for an ISO instant, and back. */
-function toLocalInput(iso: string): string {
-  const d = new Date(iso);
-  const pad = (n: number) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(
-    d.getMinutes(),
-  )}:${pad(d.getSeconds())}`;
-}
-const fromLocalInput = (value: string): string | null => {
-  const d = new Date(value);
-  return Number.isNaN(d.getTime()) ? null : d.toISOString();
-};
-
 /** The action's time that matters: a wait's deadline, else its execute time. */
 const dueOf = (a: Action): string => (a.mode === 'waitForSignal' && a.expiresAt ? a.expiresAt : a.executeAt);
 
 function Reschedule({ action, onDone }: { action: Action; onDone: () => void }) {
   const isWait = action.mode === 'waitForSignal';
-  const [value, setValue] = useState(() => toLocalInput(dueOf(action)));
-  const iso = fromLocalInput(value);
+  const [value, setValue] = useState(() => toZonedInput(Date.parse(dueOf(action)), browserZone(), true));
+  const iso = fromZonedInput(value, browserZone());
   return (
     <CommandButton
       small
@@ -76,7 +64,7 @@ function Reschedule({ action, onDone }: { action: Action; onDone: () => void }) 
     >
       <div className="field">
         <label htmlFor={`due-${action.actionId}`}>
-          {isWait ? 'New deadline' : 'New execute time'} (local time)
+          {isWait ? 'New deadline' : 'New execute time'} ({browserZone()})
         </label>
         <input
           id={`due-${action.actionId}`}
@@ -125,9 +113,13 @@ export function Actions() {
       key: 'actionId',
       header: 'Action',
       render: (a) => (
-        <span className="mono" title={a.actionId}>
+        <Link
+          className="mono"
+          to={`/actions/${a.actionId}`}
+          title={`${a.actionId}: its timeline and what it executed`}
+        >
           {a.actionId.slice(0, 8)}
-        </span>
+        </Link>
       ),
     },
     { key: 'actionType', header: 'Type', render: (a) => <span className="mono">{a.actionType}</span> },

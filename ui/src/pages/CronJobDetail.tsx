@@ -7,9 +7,10 @@
  */
 import { useQuery } from '@tanstack/react-query';
 import { type ReactNode, useEffect, useMemo, useRef, useState } from 'react';
-import { Link, useNavigate, useParams } from 'react-router-dom';
+import { Link, useNavigate, useParams, useSearchParams } from 'react-router-dom';
 import { api, type Schemas, unwrap, useLive, useSession } from '../api/client';
 import {
+  ActorName,
   Card,
   type Column,
   CommandButton,
@@ -19,9 +20,19 @@ import {
   PageHeader,
   StatusBadge,
 } from '../components';
-import { excerpt, formatDuration, formatRelative, formatTime } from '../format';
-import { triggerRun } from './CronJobs';
+import {
+  browserZone,
+  excerpt,
+  formatDuration,
+  formatRelative,
+  formatTime,
+  formatZoned,
+  fromZonedInput,
+  toZonedInput,
+} from '../format';
+import { neverFires, triggerRun } from './CronJobs';
 import './pages-b.css';
+import './pages-c.css';
 
 type Job = Schemas['CronJob'];
 type Run = Schemas['JobRun'];
@@ -49,25 +60,8 @@ export const FATES: { fate: Fate; label: string; hint: string }[] = [
 const ACTIVE = new Set(['queued', 'running', 'retry_scheduled', 'buffered']);
 const FAILED = new Set(['failed', 'permanently_failed']);
 
-/** `at` in the job's zone as `YYYY-MM-DD HH:mm:ss`. */
-function zoned(at: string, timezone: string): string {
-  try {
-    const parts = new Intl.DateTimeFormat('en-CA', {
-      timeZone: timezone,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: '2-digit',
-      day: '2-digit',
-      hour: '2-digit',
-      minute: '2-digit',
-      second: '2-digit',
-    }).formatToParts(new Date(at));
-    const v = (t: string) => parts.find((p) => p.type === t)?.value ?? '';
-    return `${v('year')}-${v('month')}-${v('day')} ${v('hour')}:${v('minute')}:${v('second')}`;
-  } catch {
-    return formatTime(at);
-  }
-}
+/** `at` on the job's wall clock as `YYYY-MM-DD HH:mm:ss` (where the zone is named beside it). */
+const zoned = (at: string, timezone: string): string => formatZoned(at, timezone, { zone: false });
 
 interface Cell {
   key: string;
@@ -174,7 +168,7 @@ function RunDetail({ runId, timezone }: { runId: string; timezone: string }) {
       <dd className="mono">{r.runId}</dd>
       <dt>Occurrence</dt>
       <dd>
-        {zoned(r.scheduledFor, timezone)}{' '}
+        {formatZoned(r.scheduledFor, timezone)}{' '}
         <span className="muted">
           ({r.trigger}, {r.fate})
         </span>
@@ -183,7 +177,7 @@ function RunDetail({ runId, timezone }: { runId: string; timezone: string }) {
       <dd>
         <StatusBadge status={r.status} /> attempt {r.attempts} of {r.maxAttempts}
         {r.nextAttemptAt && r.status === 'retry_scheduled'
-          ? ` — next ${formatRelative(r.nextAttemptAt)}`
+          ? ` — next ${formatZoned(r.nextAttemptAt, timezone)} (${formatRelative(r.nextAttemptAt)})`
           : ''}
       </dd>
       <dt>Duration</dt>
@@ -208,13 +202,6 @@ function RunDetail({ runId, timezone }: { runId: string; timezone: string }) {
   );
 }
 
-/** datetime-local value (browser time) ⇄ ISO. */
-const localInput = (ms: number) => {
-  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60_000);
-  return d.toISOString().slice(0, 16);
-};
-const fromLocalInput = (value: string) => new Date(value).toISOString();
-
 function BackfillButton({ job, onDone }: { job: Job; onDone(): void }) {
   const { canCommand } = useSession();
   const [open, setOpen] = useState(false);
@@ -226,7 +213,12 @@ function BackfillButton({ job, onDone }: { job: Job; onDone(): void }) {
   if (!canCommand || !job.commands.includes('backfill')) return null;
   const key = `${from}|${to}`;
   const current = preview && preview.key === key ? preview.result : null;
-  const body = () => ({ from: fromLocalInput(from), to: fromLocalInput(to) });
+  // The range is read on the job's wall clock (its schedule's zone), whatever the browser's zone is.
+  const tz = job.timezone;
+  const fromIso = fromZonedInput(from, tz);
+  const toIso = fromZonedInput(to, tz);
+  const body = () => ({ from: fromIso!, to: toIso! });
+  const elsewhere = browserZone() !== tz;
 
   async function runPreview() {
     setPreviewError(null);
@@ -252,8 +244,8 @@ function BackfillButton({ job, onDone }: { job: Job; onDone(): void }) {
         type="button"
         onClick={() => {
           const now = Date.now();
-          setFrom(localInput(now - 3_600_000));
-          setTo(localInput(now));
+          setFrom(toZonedInput(now - 3_600_000, tz));
+          setTo(toZonedInput(now, tz));
           setPreview(null);
           setPreviewError(null);
           setOpen(true);
@@ -280,7 +272,7 @@ function BackfillButton({ job, onDone }: { job: Job; onDone(): void }) {
       >
         <div className="field-row">
           <div className="field">
-            <label htmlFor="bf-from">From (your time)</label>
+            <label htmlFor="bf-from">From ({tz})</label>
             <input
               id="bf-from"
               type="datetime-local"
@@ -289,11 +281,22 @@ function BackfillButton({ job, onDone }: { job: Job; onDone(): void }) {
             />
           </div>
           <div className="field">
-            <label htmlFor="bf-to">To</label>
+            <label htmlFor="bf-to">To ({tz})</label>
             <input id="bf-to" type="datetime-local" value={to} onChange={(e) => setTo(e.target.value)} />
           </div>
         </div>
-        <button type="button" onClick={() => void runPreview()} disabled={!from || !to || previewing}>
+        <p className="hint" data-testid="backfill-zone">
+          Times on the job’s clock ({tz},{' '}
+          {formatZoned(fromIso ?? Date.now(), tz)
+            .split(' ')
+            .at(-1)}
+          )
+          {elsewhere && fromIso && toIso
+            ? `: ${formatTime(fromIso)} to ${formatTime(toIso)} in your zone (${browserZone()})`
+            : ''}
+          .
+        </p>
+        <button type="button" onClick={() => void runPreview()} disabled={!fromIso || !toIso || previewing}>
           {previewing ? 'Previewing…' : 'Preview (dry run)'}
         </button>
         <ErrorBanner error={previewError} />
@@ -351,7 +354,8 @@ function Definition({ job }: { job: Job }) {
         <>
           <dt>Paused</dt>
           <dd>
-            {formatTime(job.pausedAt)} by {job.pausedBy}: “{job.pausedReason}”
+            {formatZoned(job.pausedAt, job.timezone)} by <ActorName actor={job.pausedBy} />: “
+            {job.pausedReason}”
           </dd>
         </>
       ) : null}
@@ -363,7 +367,12 @@ export function CronJobDetail() {
   const { id } = useParams() as { id: string };
   const navigate = useNavigate();
   const [rangeMs, setRangeMs] = useState<number>(RANGES[2].ms);
-  const [selected, setSelected] = useState<{ key: string; runId: string | null } | null>(null);
+  // `?run=<id>` (a link from an outbox row) opens that run's detail.
+  const [search] = useSearchParams();
+  const [selected, setSelected] = useState<{ key: string; runId: string | null } | null>(() => {
+    const run = search.get('run');
+    return run ? { key: `run|${run}`, runId: run } : null;
+  });
   // The range's start is computed at each fetch (the key holds the range only, so live refetches reuse one entry).
   const fromOf = (ms: number) => new Date(Date.now() - ms).toISOString();
   const job = useQuery({
@@ -475,7 +484,7 @@ export function CronJobDetail() {
         <span
           title={
             r.nextAttemptAt && r.status === 'retry_scheduled'
-              ? `next attempt ${formatTime(r.nextAttemptAt)}`
+              ? `next attempt ${formatZoned(r.nextAttemptAt, timezone)}`
               : undefined
           }
         >
@@ -515,15 +524,26 @@ export function CronJobDetail() {
       <PageHeader
         title={
           <>
-            {j.name} <StatusBadge status={j.status} />
+            {j.name}{' '}
+            {neverFires(j) ? (
+              <StatusBadge
+                status="never fires"
+                tone="warn"
+                title="active, but its schedule has no next run"
+              />
+            ) : (
+              <StatusBadge status={j.status} />
+            )}
           </>
         }
         subtitle={
           <>
             <Link to="/cron">Cron jobs</Link> ·{' '}
             {j.status === 'active' && j.nextRunAt
-              ? `next run ${zoned(j.nextRunAt, timezone)} ${timezone} (${formatRelative(j.nextRunAt)})`
-              : j.status}
+              ? `next run ${formatZoned(j.nextRunAt, timezone)} (${timezone}, ${formatRelative(j.nextRunAt)})`
+              : neverFires(j)
+                ? 'no next run'
+                : j.status}
           </>
         }
         // The server says which commands the job's state allows (its operation catalogue).
@@ -587,11 +607,17 @@ export function CronJobDetail() {
           )
         }
       />
+      {neverFires(j) ? (
+        <div className="never-fires" role="alert" data-testid="never-fires">
+          <strong>This job never fires.</strong> It is active, but its schedule <code>{j.schedule}</code> has
+          no occurrence in {timezone}: no run will ever start. Edit the schedule, or delete the job.
+        </div>
+      ) : null}
       <div className="grid grid-2">
         <Card title="Definition">
           <Definition job={j} />
         </Card>
-        <Card title="Next fire times">
+        <Card title={`Next fire times (${timezone})`}>
           <ErrorBanner error={upcoming.error} />
           <ol className="occurrences" data-testid="upcoming">
             {(upcoming.data?.occurrences ?? []).map((o) => (
@@ -602,7 +628,9 @@ export function CronJobDetail() {
                 ) : null}
               </li>
             ))}
-            {upcoming.data && upcoming.data.occurrences.length === 0 ? <li className="muted">none</li> : null}
+            {upcoming.data && upcoming.data.occurrences.length === 0 ? (
+              <li className="muted no-marker">none: the schedule never fires</li>
+            ) : null}
           </ol>
         </Card>
       </div>

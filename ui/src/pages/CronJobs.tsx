@@ -1,13 +1,16 @@
 /**
  * Cron jobs: every job of the organization with its schedule, next run and last outcome, live (the
  * `cron` topic refetches the list and the outcomes); trigger a run now. A viewer sees the list only.
+ * Next runs are shown on the job's own clock (its zone named); an active job whose schedule has no next
+ * run is flagged "never fires" rather than looking healthy.
  */
 import { useInfiniteQuery, useQuery } from '@tanstack/react-query';
 import { Link } from 'react-router-dom';
 import { api, type Schemas, unwrap, useLive, useSession } from '../api/client';
 import { type Column, CommandButton, DataTable, ErrorBanner, PageHeader, StatusBadge } from '../components';
-import { excerpt, formatRelative, formatTime } from '../format';
+import { excerpt, formatRelative, formatZoned } from '../format';
 import './pages-b.css';
+import './pages-c.css';
 
 type Job = Schemas['CronJob'];
 type Run = Schemas['JobRun'];
@@ -57,6 +60,10 @@ function LastOutcome({ job }: { job: Job }) {
   return <RunOutcome run={last.data} />;
 }
 
+/** An active job with no next run: its schedule never fires (e.g. `0 0 30 2 *`). */
+export const neverFires = (job: Pick<Job, 'status' | 'nextRunAt'>): boolean =>
+  job.status === 'active' && !job.nextRunAt;
+
 export function triggerRun(jobId: string) {
   return unwrap(api.POST('/v1/cron-jobs/{id}/trigger', { params: { path: { id: jobId } } }));
 }
@@ -96,7 +103,12 @@ export function CronJobs() {
     {
       key: 'status',
       header: 'Status',
-      render: (j) => <StatusBadge status={j.status} title={j.pausedReason ?? undefined} />,
+      render: (j) =>
+        neverFires(j) ? (
+          <StatusBadge status="never fires" tone="warn" title="active, but its schedule has no next run" />
+        ) : (
+          <StatusBadge status={j.status} title={j.pausedReason ?? undefined} />
+        ),
     },
     {
       key: 'next',
@@ -104,7 +116,12 @@ export function CronJobs() {
       render: (j) =>
         j.status === 'active' && j.nextRunAt ? (
           <span title={j.nextRunAt}>
-            {formatTime(j.nextRunAt)} <span className="muted small-text">{formatRelative(j.nextRunAt)}</span>
+            {formatZoned(j.nextRunAt, j.timezone)}{' '}
+            <span className="muted small-text">{formatRelative(j.nextRunAt)}</span>
+          </span>
+        ) : neverFires(j) ? (
+          <span className="warn-text" data-testid="never-fires">
+            never: no occurrence
           </span>
         ) : (
           <span className="muted">{j.status === 'paused' ? 'paused' : '—'}</span>

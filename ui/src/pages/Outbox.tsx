@@ -1,7 +1,8 @@
 /**
  * Outbox: pending rows by destination (from the overview's counters, never a count of the table), the
  * dead rows with their last error and the parked ordered keys, each requeued or skipped (with a reason)
- * one at a time or as a selection (bulk routes, ≤ 500 ids, answered per id). Live on the `outbox` topic.
+ * one at a time or as a selection (bulk routes, ≤ 500 ids, answered per id); each dead row links to what
+ * it was written for (its campaign, action or cron run). Live on the `outbox` topic.
  */
 import { useInfiniteQuery, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -18,6 +19,7 @@ import {
   StatusBadge,
 } from '../components';
 import { excerpt, formatCount, formatDuration, formatRelative, formatTime } from '../format';
+import { SourceLink } from './outbox-source';
 import { byDestination, DestinationTable, destinationColumn } from './outbox-summary';
 
 type OutboxRow = Schemas['OutboxRow'];
@@ -119,6 +121,10 @@ function RowFields({ row }: { row: OutboxRow }) {
           {row.sink} · {row.destination}
           {row.routingKey ? ` (${row.routingKey})` : ''}
         </dd>
+        <dt>written for</dt>
+        <dd>
+          <SourceLink row={row} />
+        </dd>
         <dt>ordered key</dt>
         <dd className="mono">{row.ordered ? (row.partitionKey ?? '—') : 'not ordered'}</dd>
         <dt>event position</dt>
@@ -213,6 +219,7 @@ export function Outbox() {
   const deadColumns: Column<OutboxRow>[] = [
     { key: 'id', header: 'Row', mono: true, width: 70 },
     destinationColumn(),
+    { key: 'source', header: 'Written for', render: (r) => <SourceLink row={r} /> },
     {
       key: 'partitionKey',
       header: 'Key',

@@ -17,7 +17,7 @@ import {
   Stat,
   StatusBadge,
 } from '../components';
-import { formatCount, formatDuration, formatTime } from '../format';
+import { browserZone, formatCount, formatDuration, formatTime, zoneAbbreviation } from '../format';
 import { byDestination, DestinationTable } from './outbox-summary';
 
 type Overview = Schemas['Overview'];
@@ -91,6 +91,8 @@ export function Overview() {
 
   const t = throughput(o);
   const l = latency(o);
+  // The charts label hours and minutes on the browser's clock: say which.
+  const zone = zoneAbbreviation(new Date(o.at), browserZone());
   const destinations = byDestination(o.outbox);
   const pendingTotal = o.outbox.pending.reduce((n, d) => n + d.rows, 0);
   const oldest = o.outbox.pending.reduce((m, d) => Math.max(m, d.oldestAgeSeconds), 0);
@@ -148,7 +150,10 @@ export function Overview() {
       </div>
 
       <div className="grid grid-2">
-        <Card title="Dispatch throughput (messages per hour, last 24 h)">
+        <Card
+          title="Dispatch throughput (messages per hour, last 24 h)"
+          actions={<span className="muted small-text">hours in {zone}</span>}
+        >
           <BarChart
             label="dispatch throughput"
             labels={t.labels}
@@ -160,7 +165,10 @@ export function Overview() {
             ]}
           />
         </Card>
-        <Card title="Due → published latency (per minute, last hour)">
+        <Card
+          title="Due → published latency (per minute, last hour)"
+          actions={<span className="muted small-text">times in {zone}</span>}
+        >
           <LineChart
             label="due to published latency"
             labels={l.labels}

@@ -1,0 +1,75 @@
+/**
+ * `/v1/actors`: who an event's actor is, for people. Events record their actor as `api-key:<id>` (or a
+ * pod, the scanner, a CLI user); the dashboard shows the key's name instead of its id. Only the caller's
+ * organization's keys are named: another organization's key id is answered as unknown, like a missing
+ * one, so the route reveals nothing across tenants. Any role may read it (a viewer sees the timelines).
+ */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { apiKeyNames } from '../../adapters/postgres/api-key-queries.js';
+import { API_KEY_ROLES } from '../auth.js';
+import { principalOf } from '../http.js';
+import type { RouteDeps } from '../module.js';
+import { readProblems } from './common.js';
+
+const MAX_ACTORS = 50;
+const KEY_ACTOR = /^api-key:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
+
+const actorsQuery = z.strictObject({
+  actors: z
+    .string()
+    .min(1)
+    .max(MAX_ACTORS * 60)
+    .refine((text) => text.split(',').length <= MAX_ACTORS, `at most ${MAX_ACTORS} actors`)
+    .describe(
+      `comma-separated actors as events record them (\`api-key:<id>\`, a pod…), at most ${MAX_ACTORS}`,
+    ),
+});
+
+export const actorView = z
+  .object({
+    actor: z.string(),
+    kind: z.enum(['api-key', 'other']).describe('an API key of the organization, or anything else'),
+    name: z.string().nullable().describe("the key's name; null for an unknown key or a non-key actor"),
+    role: z.enum(API_KEY_ROLES).nullable(),
+    revoked: z.boolean(),
+  })
+  .meta({ id: 'Actor' });
+
+export const actorRoutes: FastifyPluginAsyncZod<RouteDeps> = async (app, { commands }) => {
+  app.get(
+    '/actors',
+    {
+      schema: {
+        tags: ['dashboard'],
+        summary: "Names for event actors: the organization's API keys by name (others as they are)",
+        querystring: actorsQuery,
+        response: {
+          200: z.object({ actors: z.array(actorView) }).meta({ id: 'Actors' }),
+          ...readProblems,
+        },
+      },
+    },
+    async (request) => {
+      const { organizationId } = principalOf(request);
+      const actors = [...new Set(request.query.actors.split(',').map((a) => a.trim()))].filter(Boolean);
+      const ids = actors.flatMap((a) => KEY_ACTOR.exec(a)?.[1]?.toLowerCase() ?? []);
+      const names = new Map(
+        (await apiKeyNames(commands.readers.db, organizationId, ids)).map((k) => [k.id, k]),
+      );
+      return {
+        actors: actors.map((actor) => {
+          const id = KEY_ACTOR.exec(actor)?.[1]?.toLowerCase();
+          const key = id ? names.get(id) : undefined;
+          return {
+            actor,
+            kind: id ? ('api-key' as const) : ('other' as const),
+            name: key?.name ?? null,
+            role: key?.role ?? null,
+            revoked: key?.revoked ?? false,
+          };
+        }),
+      };
+    },
+  );
+};
