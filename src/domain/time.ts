@@ -27,10 +27,15 @@ export const instantInput = z
   .refine((value) => instantInRange((value instanceof Date ? value : new Date(value)).getTime()), IN_RANGE)
   .transform((value) => (value instanceof Date ? value : new Date(value)).toISOString());
 
-/** An ISO-8601 date-time with an offset, within Herald's range (query strings and request bodies). */
+/**
+ * An ISO-8601 date-time with an offset, within Herald's range (query strings and request bodies), handed
+ * on as canonical UTC: JavaScript and ISO-8601 allow offsets up to ±23:59, PostgreSQL only up to ±15:59
+ * ("time zone displacement out of range"), so the offset never reaches the database.
+ */
 export const isoInstantInRange = z.iso
   .datetime({ offset: true })
-  .refine((value) => instantInRange(Date.parse(value)), IN_RANGE);
+  .refine((value) => instantInRange(Date.parse(value)), IN_RANGE)
+  .overwrite((value) => new Date(value).toISOString());
 
 export type InstantInput = z.input<typeof instantInput>;
 

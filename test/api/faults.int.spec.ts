@@ -104,6 +104,9 @@ describe('input PostgreSQL cannot store', () => {
     expect(created.text).toContain('startAt');
     const listed = await api.request('GET', '/v1/campaigns?createdFrom=0000-01-01T00:00:00%2B00:00', { key });
     expectProblem(listed, 400, 'querystring.createdFrom');
+    // Offsets JavaScript reads and PostgreSQL refuses (beyond ±15:59) are read as UTC, not a 500 (fuzzer).
+    const offset = await api.request('GET', '/v1/campaigns?createdFrom=2026-01-01T00:00:00-23:59', { key });
+    expect(offset.status, offset.text).toBe(200);
   });
 });
 
