@@ -657,6 +657,35 @@ async function send(
   return { status: response.status, type, allow: response.headers.get('allow'), text: await response.text() };
 }
 
+/** Headers a client may garble: the session cookie, the CSRF token, the key, the request id, the trace. */
+const hostileHeaders = fc
+  .tuple(
+    fc.constantFrom(
+      'cookie',
+      'x-csrf-token',
+      'authorization',
+      'x-request-id',
+      'traceparent',
+      'accept',
+      'content-encoding',
+    ),
+    fc.constantFrom(
+      'herald_session=%zz',
+      `herald_session=${'a'.repeat(43)}`,
+      `herald_session=${'a'.repeat(5_000)}`,
+      'herald_session=; herald_session=x',
+      'Bearer ',
+      'Bearer hk_00000000_',
+      `Bearer hk_${'f'.repeat(8)}_${'A'.repeat(5_000)}`,
+      'Basic YWRtaW46YWRtaW4=',
+      '00-zzzz-zzzz-01',
+      'gzip',
+      '\u00ff\u00fe',
+      ' ',
+    ),
+  )
+  .map(([name, value]) => ({ [name]: value }));
+
 /** The property's verdict on one answer: undefined when it holds, else what is wrong. */
 function answerProblem(
   method: string,
@@ -697,6 +726,54 @@ function answerProblem(
   if (!namesField && !namesReason) return 'a 4xx that names neither a field nor a reason';
   return undefined;
 }
+
+describe("the fuzzer's property", () => {
+  const problemReply = (status: number, body: Record<string, unknown>, extra: { allow?: string } = {}) => ({
+    status,
+    type: 'application/problem+json; charset=utf-8',
+    allow: extra.allow ?? null,
+    text: JSON.stringify({ title: 'T', status, ...body }),
+  });
+  const kind = 'urn:herald:problem:validation-failed';
+
+  it('holds for a problem naming a field or a reason, and fails for anything less', () => {
+    const field = { type: kind, errors: [{ field: 'body.name', message: 'too long' }] };
+    const reason = {
+      type: 'urn:herald:problem:route-not-found',
+      detail: 'no route',
+      code: 'ROUTE_NOT_FOUND',
+    };
+    expect(answerProblem('POST', problemReply(422, field))).toBe(undefined);
+    expect(answerProblem('GET', problemReply(404, reason))).toBe(undefined);
+    expect(answerProblem('GET', { status: 200, type: 'application/json', allow: null, text: '{}' })).toBe(
+      undefined,
+    );
+    expect(answerProblem('GET', problemReply(500, reason))).toBe('a 5xx (or no answer)');
+    expect(answerProblem('GET', { status: 0, type: '', allow: null, text: '' })).toBe('a 5xx (or no answer)');
+    expect(answerProblem('GET', problemReply(404, { ...reason, type: 'about:blank' }))).toMatch(/urn:herald/);
+    expect(answerProblem('POST', problemReply(422, { ...reason, type: kind }))).toBe(
+      'a 422 that names no field',
+    );
+    expect(answerProblem('POST', problemReply(400, { type: kind, detail: 'bad' }))).toMatch(/names neither/);
+    expect(
+      answerProblem('POST', problemReply(400, { type: kind, errors: [{ field: '', message: 'x' }] })),
+    ).toMatch(/names neither/);
+    expect(answerProblem('DELETE', problemReply(405, { ...reason, code: 'METHOD_NOT_ALLOWED' }))).toBe(
+      'a 405 without Allow',
+    );
+    expect(
+      answerProblem('GET', {
+        status: 400,
+        type: 'application/json',
+        allow: null,
+        text: '{"error":"Bad Request"}',
+      }),
+    ).toBe('a 400 that is not problem+json');
+    expect(answerProblem('GET', { ...problemReply(404, reason), text: '{"status":404' })).toBe(
+      'a problem that is not JSON',
+    );
+  });
+});
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace'];
 
@@ -743,11 +820,12 @@ describe('fuzzing every operation of /openapi.json', () => {
               { weight: 3, arbitrary: fc.constant(viewer) },
               { weight: 1, arbitrary: fc.constantFrom<string | null>(null, 'hk_00000000_x') },
             ),
+            extraHeaders: fc.option(hostileHeaders, { nil: undefined, freq: 6 }),
             idempotencyKey: fc.option(fc.constantFrom('fz-1', 'fz-2', 'x'.repeat(300), 'ü'), {
               nil: undefined,
             }),
           }),
-          async ({ params, query, body, key, idempotencyKey }) => {
+          async ({ params, query, body, key, extraHeaders, idempotencyKey }) => {
             let path = operation.path;
             names.forEach((n, i) => {
               path = path.replace(`{${n}}`, String(params[i]));
@@ -756,6 +834,7 @@ describe('fuzzing every operation of /openapi.json', () => {
             const headers: Record<string, string> = {};
             if (key) headers.authorization = `Bearer ${key}`;
             if (idempotencyKey) headers['idempotency-key'] = encodeLoose(idempotencyKey);
+            Object.assign(headers, extraHeaders);
             const reply = await send(operation.method, target, body, headers).catch((error: unknown) => ({
               status: 0,
               type: '',
