@@ -35,7 +35,11 @@ export const instantInput = z
 export const isoInstantInRange = z.iso
   .datetime({ offset: true })
   .refine((value) => instantInRange(Date.parse(value)), IN_RANGE)
-  .overwrite((value) => new Date(value).toISOString());
+  // Runs after a failed check too (zod goes on to collect every issue): a value that is no instant stays as is.
+  .overwrite((value) => {
+    const epochMs = Date.parse(value);
+    return Number.isNaN(epochMs) ? value : new Date(epochMs).toISOString();
+  });
 
 export type InstantInput = z.input<typeof instantInput>;
 

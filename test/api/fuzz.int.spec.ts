@@ -17,8 +17,8 @@
  *    `type` is `urn:herald:problem:<kind>` (not `about:blank`) and whose `title` is not empty; and
  *  - it names a field: `errors` is a non-empty list whose every entry has a non-empty `field` and
  *    `message`; or it names a reason: a non-empty `detail` and a machine-readable `code`
- *    (`[A-Z][A-Z0-9_]*`, src/errors.ts or the HTTP layer's). A 422 must name a field; a 405 must carry
- *    `Allow`.
+ *    (`[A-Z][A-Z0-9_]*`, src/errors.ts or the HTTP layer's). A 422 and an `invalid-request` 400 (a
+ *    schema refused the request) must name a field; a 405 must carry `Allow`.
  * Afterwards nothing is half-written: every stream folds to its state row (verify is green), and every
  * event has exactly the outbox rows its aggregate says it causes.
  *
@@ -723,6 +723,9 @@ function answerProblem(
     typeof body.code === 'string' &&
     /^[A-Z][A-Z0-9_]*$/.test(body.code);
   if (reply.status === 422 && !namesField) return 'a 422 that names no field';
+  // A request that failed its schema names the field (a validator that threw instead does not).
+  if (body.type === 'urn:herald:problem:invalid-request' && !namesField)
+    return 'an invalid-request that names no field';
   if (!namesField && !namesReason) return 'a 4xx that names neither a field nor a reason';
   return undefined;
 }
@@ -755,6 +758,12 @@ describe("the fuzzer's property", () => {
       'a 422 that names no field',
     );
     expect(answerProblem('POST', problemReply(400, { type: kind, detail: 'bad' }))).toMatch(/names neither/);
+    const threw = {
+      type: 'urn:herald:problem:invalid-request',
+      detail: 'Invalid time value',
+      code: 'FST_ERR_VALIDATION',
+    };
+    expect(answerProblem('GET', problemReply(400, threw))).toBe('an invalid-request that names no field');
     expect(
       answerProblem('POST', problemReply(400, { type: kind, errors: [{ field: '', message: 'x' }] })),
     ).toMatch(/names neither/);

@@ -112,5 +112,7 @@ describe('instants Herald takes', () => {
   it('hands an instant on as UTC: offsets past ±15:59 (ISO allows ±23:59) never reach PostgreSQL', () => {
     expect(isoInstantInRange.parse('2026-01-01T00:00:00-23:59')).toBe('2026-01-01T23:59:00.000Z');
     expect(isoInstantInRange.parse('2026-12-06T10:00:00+06:00')).toBe('2026-12-06T04:00:00.000Z');
+    // What is no instant is refused with its issue, not thrown from the conversion.
+    expect(isoInstantInRange.safeParse('yesterday').error?.issues[0]?.code).toBe('invalid_format');
   });
 });
