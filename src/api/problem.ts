@@ -1,8 +1,11 @@
 /**
  * Errors as RFC 9457 problem details (`application/problem+json`), from one table: Herald's typed
- * errors (src/errors.ts, by code) and Fastify's request errors map to an HTTP status here and nowhere
- * else. Nothing answers 500 but a real fault, whose message is never sent (it is logged with the
- * request id, which the problem carries so the two can be matched).
+ * errors (src/errors.ts, by code), Fastify's request errors and the HTTP layer's own refusals (an
+ * unknown route, a method the path does not declare, bytes that are not UTF-8, a request Node's parser
+ * refuses) map to an HTTP status and a `type` URI here and nowhere else. Every problem's `type` is
+ * `urn:herald:problem:<kind>` (never `about:blank`), so a client can tell the kinds apart. Nothing
+ * answers 500 but a real fault, whose message is never sent (it is logged with the request id, which
+ * the problem carries so the two can be matched).
  */
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -54,30 +57,58 @@ export const STATUS_BY_CODE: Readonly<Record<HeraldErrorCode, number>> = {
   PERMANENT_FAILURE: 500,
 };
 
-/** Fastify's own request errors that are the client's doing (their messages are safe to show). */
-const FASTIFY_STATUS: Readonly<Record<string, number>> = {
-  FST_ERR_VALIDATION: 400,
-  FST_ERR_CTP_INVALID_JSON_BODY: 400,
-  FST_ERR_CTP_EMPTY_JSON_BODY: 400,
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 400,
-  FST_ERR_BAD_URL: 400,
-  FST_ERR_CTP_BODY_TOO_LARGE: 413,
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: 415,
-  FST_ERR_NOT_FOUND: 404,
+/**
+ * Fastify's own request errors that are the client's doing (their messages are safe to show): status
+ * and problem kind. Another `FST_` error with a 4xx status keeps its status, kind `fastify-<code>`.
+ */
+const FASTIFY_PROBLEMS: Readonly<Record<string, { status: number; kind: string }>> = {
+  FST_ERR_VALIDATION: { status: 400, kind: 'invalid-request' },
+  FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, kind: 'malformed-json' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, kind: 'empty-json-body' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, kind: 'invalid-content-length' },
+  FST_ERR_BAD_URL: { status: 400, kind: 'bad-url' },
+  FST_ERR_MAX_PARAM_LENGTH: { status: 414, kind: 'uri-too-long' },
+  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, kind: 'body-too-large' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415, kind: 'unsupported-media-type' },
+  FST_ERR_NOT_FOUND: { status: 404, kind: 'route-not-found' },
 };
+
+/** The `type` of a problem of this kind (`route-not-found`) or Herald code (`ROUTE_NOT_FOUND`). */
+export const problemType = (kindOrCode: string): string =>
+  `urn:herald:problem:${kindOrCode.toLowerCase().replaceAll('_', '-')}`;
+
+/**
+ * A refusal of the HTTP layer itself, before any route's handler (invalid UTF-8, malformed JSON, a
+ * method the path does not declare): thrown where it is found, answered as its status and code.
+ */
+export class HttpProblem extends Error {
+  constructor(
+    readonly status: number,
+    /** `INVALID_UTF8`, `MALFORMED_JSON`, `METHOD_NOT_ALLOWED`, …: the problem's code and `type`. */
+    readonly code: string,
+    detail: string,
+    readonly extra: { errors?: FieldError[]; headers?: Record<string, string> } = {},
+  ) {
+    super(detail);
+    this.name = 'HttpProblem';
+  }
+}
 
 const TITLES: Readonly<Record<number, string>> = {
   400: 'Bad Request',
   401: 'Unauthorized',
   403: 'Forbidden',
+  402: 'Payment Required',
   404: 'Not Found',
   405: 'Method Not Allowed',
+  408: 'Request Timeout',
   409: 'Conflict',
   413: 'Content Too Large',
-  402: 'Payment Required',
+  414: 'URI Too Long',
   415: 'Unsupported Media Type',
   422: 'Unprocessable Content',
   429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large',
   500: 'Internal Server Error',
   502: 'Bad Gateway',
   503: 'Service Unavailable',
@@ -97,7 +128,9 @@ export const problemSchema = z
   .object({
     type: z
       .string()
-      .describe('a URI naming the kind of problem (`about:blank` or urn:herald:problem:<code>)'),
+      .describe(
+        'a URI naming the kind of problem, urn:herald:problem:<kind> (`validation-failed`, `malformed-json`, `method-not-allowed`, …)',
+      ),
     title: z.string(),
     status: z.number().int(),
     detail: z.string().optional(),
@@ -162,7 +195,10 @@ function heraldFieldErrors(error: HeraldError): FieldError[] | undefined {
 }
 
 /** Maps anything thrown while handling a request to its status and problem document. */
-export function problemFor(error: unknown, context: { requestId: string; instance: string }): MappedError {
+export function problemFor(
+  error: unknown,
+  context: { requestId: string; instance: string; contentType?: string | undefined },
+): MappedError {
   const base = { requestId: context.requestId, instance: context.instance };
   if (error instanceof HeraldError) {
     const status = STATUS_BY_CODE[error.code] ?? 500;
@@ -195,6 +231,22 @@ export function problemFor(error: unknown, context: { requestId: string; instanc
       },
     };
   }
+  if (error instanceof HttpProblem) {
+    return {
+      status: error.status,
+      fault: error.status >= 500,
+      ...(error.extra.headers ? { headers: error.extra.headers } : {}),
+      problem: {
+        type: problemType(error.code),
+        title: TITLES[error.status] ?? 'Error',
+        status: error.status,
+        detail: error.message,
+        code: error.code,
+        ...base,
+        ...(error.extra.errors ? { errors: error.extra.errors } : {}),
+      },
+    };
+  }
   const fastify = error as { code?: unknown; statusCode?: unknown; message?: unknown };
   if (hasZodFastifySchemaValidationErrors(error)) {
     const errors = zodFieldErrors(error as { validation: unknown[]; validationContext?: string });
@@ -202,7 +254,7 @@ export function problemFor(error: unknown, context: { requestId: string; instanc
       status: 400,
       fault: false,
       problem: {
-        type: 'urn:herald:problem:invalid-request',
+        type: problemType('invalid-request'),
         title: TITLES[400]!,
         status: 400,
         detail: `invalid request: ${errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`,
@@ -212,9 +264,9 @@ export function problemFor(error: unknown, context: { requestId: string; instanc
       },
     };
   }
-  const known = typeof fastify.code === 'string' ? FASTIFY_STATUS[fastify.code] : undefined;
+  const known = typeof fastify.code === 'string' ? FASTIFY_PROBLEMS[fastify.code] : undefined;
   const clientStatus =
-    known ??
+    known?.status ??
     (typeof fastify.code === 'string' &&
     fastify.code.startsWith('FST_') &&
     typeof fastify.statusCode === 'number' &&
@@ -227,10 +279,15 @@ export function problemFor(error: unknown, context: { requestId: string; instanc
       status: clientStatus,
       fault: false,
       problem: {
-        type: 'about:blank',
+        type: problemType(known?.kind ?? `fastify-${(fastify.code as string).replace(/^FST_ERR_/, '')}`),
         title: TITLES[clientStatus] ?? 'Error',
         status: clientStatus,
-        detail: typeof fastify.message === 'string' ? fastify.message : undefined,
+        detail:
+          fastify.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+            ? `a body of type ${context.contentType ?? '(none)'} is not accepted by this operation (its requestBody in /openapi.json says which is)`
+            : typeof fastify.message === 'string'
+              ? fastify.message
+              : undefined,
         code: fastify.code as string,
         ...base,
       },
@@ -241,7 +298,7 @@ export function problemFor(error: unknown, context: { requestId: string; instanc
 
 function internal(base: { requestId: string; instance: string }): Problem {
   return {
-    type: 'about:blank',
+    type: problemType('internal-error'),
     title: TITLES[500]!,
     status: 500,
     detail: `an internal error occurred; it was logged with request id ${base.requestId}`,
@@ -249,11 +306,38 @@ function internal(base: { requestId: string; instance: string }): Problem {
   };
 }
 
-/** A problem for a status the API produces itself (unknown route, unauthenticated, …). */
+/** A problem for a status the API produces itself (unknown route, dashboard not built, …): `type` from its code. */
 export function problem(
   status: number,
   detail: string,
-  extra: Partial<Problem> & { instance: string },
+  extra: Partial<Problem> & { instance: string; code: string },
 ): Problem {
-  return { type: 'about:blank', title: TITLES[status] ?? 'Error', status, detail, ...extra };
+  return { type: problemType(extra.code), title: TITLES[status] ?? 'Error', status, detail, ...extra };
+}
+
+/**
+ * A request Node's HTTP parser refuses before Fastify sees it (no route, no request id of Fastify's):
+ * the status, code and reason for the parser's error code (Node's `clientError` event).
+ */
+export function clientErrorProblem(errorCode: string | undefined): { status: number; problem: Problem } {
+  const [status, code, detail] =
+    errorCode === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'HEADERS_TOO_LARGE', 'the request headers exceed the size the server accepts']
+      : errorCode === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'REQUEST_TIMEOUT', 'the request was not received in time']
+        : errorCode === 'HPE_INVALID_METHOD'
+          ? [400, 'MALFORMED_REQUEST', 'the request method is not one HTTP/1.1 defines']
+          : errorCode === 'HPE_INVALID_URL'
+            ? [
+                400,
+                'MALFORMED_REQUEST',
+                'the request target holds a character a URL may not (a control character or a space)',
+              ]
+            : errorCode === 'HPE_INVALID_HEADER_TOKEN' || errorCode === 'HPE_INVALID_HEADER_VALUE'
+              ? [400, 'MALFORMED_REQUEST', 'a header name or value holds a character HTTP does not allow']
+              : [400, 'MALFORMED_REQUEST', `the request is not valid HTTP/1.1 (${errorCode ?? 'unknown'})`];
+  return {
+    status,
+    problem: { type: problemType(code), title: TITLES[status] ?? 'Error', status, detail, code },
+  };
 }

@@ -8,11 +8,14 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { type Span, SpanStatusCode } from '@opentelemetry/api';
 import Fastify, {
+  errorCodes,
+  type FastifyError,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
@@ -43,10 +46,10 @@ import type { HeraldConfig } from '../settings/core.js';
 import { ApiKeyAuthenticator, type Permission, requirePermission } from './auth.js';
 import { RequestCommands } from './commands.js';
 import { httpMeters } from './http-metrics.js';
-import { unstorableField } from './input-limits.js';
+import { parseJsonBody, unstorableField } from './input-limits.js';
 import type { ApiRegistry, RouteDeps } from './module.js';
 import { withRouterErrors } from './openapi.js';
-import { PROBLEM_CONTENT_TYPE, problem, problemFor } from './problem.js';
+import { clientErrorProblem, HttpProblem, PROBLEM_CONTENT_TYPE, problem, problemFor } from './problem.js';
 import { actorRoutes } from './routes/actors.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { operationRoutes } from './routes/operations.js';
@@ -145,6 +148,24 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   const { config, logger } = deps;
   const metrics = deps.metrics ?? heraldMetrics;
   const meters = httpMeters(metrics.registry);
+  const sendProblem = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {
+    const mapped = problemFor(error, {
+      requestId: request.id,
+      instance: request.url.split('?')[0]!,
+      contentType: request.headers['content-type'],
+    });
+    if (mapped.fault) request.log.error({ err: error, status: mapped.status }, 'request failed');
+    else
+      request.log.info(
+        { code: mapped.problem.code, status: mapped.status },
+        mapped.problem.detail ?? 'refused',
+      );
+    return reply
+      .code(mapped.status)
+      .headers(mapped.headers ?? {})
+      .type(PROBLEM_CONTENT_TYPE)
+      .send(mapped.problem);
+  };
   const app = Fastify({
     loggerInstance: logger.child({ component: 'api' }),
     genReqId: requestId,
@@ -161,9 +182,15 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     // Behind a TLS-terminating proxy: X-Forwarded-Proto decides the session cookie's Secure flag.
     trustProxy: config.api.trustProxy,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
-    // What the router refuses before any route (a malformed URL, an overlong parameter) is a problem
-    // document from the error handler too.
-    frameworkErrors: (error, request, reply) => void sendProblem(error, request, reply as FastifyReply),
+    // What the router refuses before any route (a bad percent-encoding, a parameter over 512
+    // characters) is a problem document like every other refusal.
+    frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+      void reply.header('x-request-id', request.id);
+      void sendProblem(error, request, reply);
+    },
+    // What Node's HTTP parser refuses (control characters in the target, oversized headers, a method
+    // HTTP/1.1 does not define, a slow request): a problem document, then the connection closes.
+    clientErrorHandler: clientError,
   });
   // Every route the server serves (the OpenAPI test checks the document lists each one).
   const routes: ApiRoute[] = [];
@@ -176,8 +203,18 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   app.decorate('heraldRoutes', routes);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  // JSON only: any other body (text/plain included) is a 415.
+  // JSON only: any other body (text/plain included) is a 415. JSON bodies must be UTF-8: bytes that are
+  // not are a 400 naming their offset, never read as U+FFFD (src/api/input-limits.ts).
   app.removeContentTypeParser('text/plain');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+    if ((body as Buffer).length === 0) return done(new errorCodes.FST_ERR_CTP_EMPTY_JSON_BODY(), undefined);
+    try {
+      done(null, parseJsonBody(body as Buffer));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
 
   await app.register(swagger, {
     openapi: {
@@ -261,18 +298,34 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   app.addHook('onResponse', async (request, reply) => requestDone(request, reply));
 
   app.setErrorHandler(async (error, request, reply) => sendProblem(error, request, reply));
-  app.setNotFoundHandler(async (request, reply) =>
-    reply
+  // A path some route serves with other methods is a 405 listing them in Allow; any other path a 404.
+  const allowedMethods = methodsByPath(routes);
+  app.setNotFoundHandler(async (request, reply) => {
+    const path = request.url.split('?')[0]!;
+    const allowed = allowedMethods(path);
+    if (allowed.length > 0) {
+      return sendProblem(
+        new HttpProblem(
+          405,
+          'METHOD_NOT_ALLOWED',
+          `${request.method} is not a method of ${path}; it allows ${allowed.join(', ')}`,
+          { headers: { allow: allowed.join(', ') } },
+        ),
+        request,
+        reply,
+      );
+    }
+    return reply
       .code(404)
       .type(PROBLEM_CONTENT_TYPE)
       .send(
-        problem(404, `no route ${request.method} ${request.url.split('?')[0]}`, {
-          instance: request.url.split('?')[0]!,
+        problem(404, `no route ${request.method} ${path}`, {
+          instance: path,
           requestId: request.id,
           code: 'ROUTE_NOT_FOUND',
         }),
-      ),
-  );
+      );
+  });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   await app.register(healthRoutes, { readiness: deps.readiness, metrics });
@@ -344,20 +397,59 @@ export async function startApiServer(deps: ApiServerDeps): Promise<RunningApiSer
   };
 }
 
-/** Any error as its problem document (src/api/problem.ts), logged: a fault at error level with its stack. */
-function sendProblem(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const mapped = problemFor(error, { requestId: request.id, instance: request.url.split('?')[0]! });
-  if (mapped.fault) request.log.error({ err: error, status: mapped.status }, 'request failed');
-  else
-    request.log.info(
-      { code: mapped.problem.code, status: mapped.status },
-      mapped.problem.detail ?? 'refused',
+/**
+ * The methods the routes declare for a concrete path (`/v1/campaigns/abc` matches `/v1/campaigns/:id`),
+ * sorted; empty for a path no route serves. The patterns are read on first use (all routes registered).
+ */
+function methodsByPath(routes: readonly ApiRoute[]): (path: string) => string[] {
+  let patterns: { pattern: RegExp; methods: Set<string> }[] | undefined;
+  const compile = () => {
+    const byUrl = new Map<string, Set<string>>();
+    for (const route of routes) {
+      const methods = byUrl.get(route.url) ?? new Set<string>();
+      methods.add(route.method);
+      byUrl.set(route.url, methods);
+    }
+    return [...byUrl].map(([url, methods]) => ({
+      pattern: new RegExp(
+        `^${url
+          .split('/')
+          .map((segment) =>
+            segment === '*'
+              ? '.*'
+              : segment.startsWith(':')
+                ? '[^/]+'
+                : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+          )
+          .join('/')}$`,
+      ),
+      methods,
+    }));
+  };
+  return (path) => {
+    patterns ??= compile();
+    const allowed = new Set<string>();
+    for (const { pattern, methods } of patterns) {
+      if (pattern.test(path)) for (const method of methods) allowed.add(method);
+    }
+    return [...allowed].sort();
+  };
+}
+
+/** Node's `clientError` (the request never reached Fastify): a problem document, then the socket closes. */
+function clientError(this: FastifyInstance, error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const { status, problem: body } = clientErrorProblem(error.code);
+  const id = randomUUID();
+  const text = JSON.stringify({ ...body, requestId: id });
+  this.log.debug({ err: error, status, code: body.code }, 'client error');
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${body.title}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(text)}\r\nx-request-id: ${id}\r\nConnection: close\r\n\r\n${text}`,
     );
-  return reply
-    .code(mapped.status)
-    .headers(mapped.headers ?? {})
-    .type(PROBLEM_CONTENT_TYPE)
-    .send(mapped.problem);
+  }
+  socket.destroy(error);
 }
 
 function refuseUnstorable(input: Record<string, unknown>): void {

@@ -27,10 +27,19 @@ export const instantInput = z
   .refine((value) => instantInRange((value instanceof Date ? value : new Date(value)).getTime()), IN_RANGE)
   .transform((value) => (value instanceof Date ? value : new Date(value)).toISOString());
 
-/** An ISO-8601 date-time with an offset, within Herald's range (query strings and request bodies). */
+/**
+ * An ISO-8601 date-time with an offset, within Herald's range (query strings and request bodies), handed
+ * on as canonical UTC: JavaScript and ISO-8601 allow offsets up to ±23:59, PostgreSQL only up to ±15:59
+ * ("time zone displacement out of range"), so the offset never reaches the database.
+ */
 export const isoInstantInRange = z.iso
   .datetime({ offset: true })
-  .refine((value) => instantInRange(Date.parse(value)), IN_RANGE);
+  .refine((value) => instantInRange(Date.parse(value)), IN_RANGE)
+  // Runs after a failed check too (zod goes on to collect every issue): a value that is no instant stays as is.
+  .overwrite((value) => {
+    const epochMs = Date.parse(value);
+    return Number.isNaN(epochMs) ? value : new Date(epochMs).toISOString();
+  });
 
 export type InstantInput = z.input<typeof instantInput>;
 

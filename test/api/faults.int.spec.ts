@@ -1,14 +1,24 @@
 /**
  * Faults: a real fault answers 500 with a problem document that carries the request id and not the
  * fault's message, and is logged at error level with that request id as the correlation id; a database
- * that does not answer is a 503 (retry later), and `/readyz` says so, never a 500.
+ * that does not answer is a 503 (retry later), and `/readyz` says so, never a 500. Refusals of the HTTP
+ * layer itself (bytes that are not UTF-8, a bad percent-encoding, control characters, oversized
+ * headers, a method the path does not declare, prototype-pollution keys) are problem documents with
+ * their own `type`, sent over a raw socket where fetch would not send the request.
  */
+import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RETRY_AFTER_SECONDS } from '../../src/api/problem.js';
 import { waitFor } from '../../src/testing/wait.js';
-import { type ApiFixture, expectProblem, lineCampaignBody, startTestApi } from './support/api.js';
+import {
+  type ApiFixture,
+  type ApiReply,
+  expectProblem,
+  lineCampaignBody,
+  startTestApi,
+} from './support/api.js';
 
 const lines: Record<string, unknown>[] = [];
 const sink = new Writable({
@@ -94,6 +104,162 @@ describe('input PostgreSQL cannot store', () => {
     expect(created.text).toContain('startAt');
     const listed = await api.request('GET', '/v1/campaigns?createdFrom=0000-01-01T00:00:00%2B00:00', { key });
     expectProblem(listed, 400, 'querystring.createdFrom');
+    // Offsets JavaScript reads and PostgreSQL refuses (beyond ±15:59) are read as UTC, not a 500 (fuzzer).
+    const offset = await api.request('GET', '/v1/campaigns?createdFrom=2026-01-01T00:00:00-23:59', { key });
+    expect(offset.status, offset.text).toBe(200);
+  });
+});
+
+/** One request written as is on a fresh connection; the response as the server wrote it (closes after). */
+function rawRequest(url: string, head: string, body: Buffer | string = ''): Promise<ApiReply> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname);
+    const chunks: Buffer[] = [];
+    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')));
+    socket.on('data', (chunk) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const [top = '', ...rest] = text.split('\r\n\r\n');
+      const [statusLine = '', ...lines] = top.split('\r\n');
+      const headers = new Headers();
+      for (const line of lines) {
+        const colon = line.indexOf(':');
+        headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
+      }
+      const payload = rest.join('\r\n\r\n');
+      let parsed: unknown = null;
+      try {
+        parsed = JSON.parse(payload);
+      } catch {}
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, text: payload, body: parsed });
+    });
+    const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body);
+    socket.write(
+      `${head}\r\nHost: localhost\r\nConnection: close\r\n${bytes.length ? `Content-Length: ${bytes.length}\r\n` : ''}\r\n`,
+    );
+    if (bytes.length) socket.write(bytes);
+  });
+}
+
+async function eventCount(): Promise<number> {
+  return (await api.t.db.query<{ n: number }>('select count(*)::int as n from event')).rows[0]!.n;
+}
+
+describe('refusals of the HTTP layer are problem documents with their own type', () => {
+  const typed = (reply: ApiReply, status: number, kind: string) => {
+    expectProblem(reply, status);
+    expect(reply.body.type).toBe(`urn:herald:problem:${kind}`);
+  };
+
+  it('bytes that are not UTF-8 in a JSON body: 400 naming the offset, nothing written', async () => {
+    const before = await eventCount();
+    const body = Buffer.concat([
+      Buffer.from('{"channel":"line","name":"sale '),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from(
+        '","castType":"broadcast","lineOaId":"oa-1","line":{"messages":[{"type":"text","text":"x"}]}}',
+      ),
+    ]);
+    const reply = await api.request('POST', '/v1/campaigns', {
+      key,
+      raw: new Uint8Array(body),
+      contentType: 'application/json',
+    });
+    typed(reply, 400, 'invalid-utf8');
+    expect(reply.body.detail).toBe(
+      'body is not valid UTF-8: byte 0xff at offset 31 does not start a valid sequence',
+    );
+    // UTF-8-encoded surrogates (CESU-8) are no more valid than a lone \ud800 escape.
+    const cesu = Buffer.concat([
+      Buffer.from('{"reason":"'),
+      Buffer.from([0xed, 0xa0, 0x80]),
+      Buffer.from('"}'),
+    ]);
+    typed(
+      await api.request('POST', `/v1/campaigns/${crypto.randomUUID()}/cancel`, {
+        key,
+        raw: new Uint8Array(cesu),
+        contentType: 'application/json; charset=utf-8',
+      }),
+      400,
+      'invalid-utf8',
+    );
+    expect(await eventCount()).toBe(before);
+  });
+
+  it('malformed JSON, an empty JSON body and another content type: 400, 400, 415', async () => {
+    const malformed = await api.request('POST', '/v1/campaigns', {
+      key,
+      raw: '{"name":',
+      contentType: 'application/json',
+    });
+    typed(malformed, 400, 'malformed-json');
+    expect(malformed.body.detail).toMatch(/^body is not valid JSON: /);
+    typed(
+      await api.request('POST', '/v1/campaigns', { key, raw: '', contentType: 'application/json' }),
+      400,
+      'empty-json-body',
+    );
+    const plain = await api.request('POST', '/v1/campaigns', { key, raw: '{}', contentType: 'text/plain' });
+    typed(plain, 415, 'unsupported-media-type');
+    expect(plain.body.detail).toContain('text/plain');
+  });
+
+  it('__proto__ and constructor.prototype keys: 422 naming the key path, the prototype untouched', async () => {
+    const before = await eventCount();
+    const proto = await api.request('POST', '/v1/actions', {
+      key,
+      raw: '{"mode":"normal","actionType":"x","delaySeconds":60,"actionConfig":{"a":{"__proto__":{"polluted":true}}}}',
+      contentType: 'application/json',
+    });
+    expectProblem(proto, 422, 'body.actionConfig.a.__proto__');
+    expect(proto.body.detail).toContain('prototype pollution');
+    const ctor = await api.request('POST', '/v1/signals', {
+      key,
+      raw: '{"correlationKey":"k","name":"n","payload":{"constructor":{"prototype":{"polluted":true}}}}',
+      contentType: 'application/json',
+    });
+    expectProblem(ctor, 422, 'body.payload.constructor');
+    expect(({} as { polluted?: boolean }).polluted).toBe(undefined);
+    expect(await eventCount()).toBe(before);
+  });
+
+  it('a bad percent-encoding or a parameter over 512 characters: 400 and 414', async () => {
+    typed(await api.request('GET', '/v1/campaigns/%zz', { key }), 400, 'bad-url');
+    typed(await api.request('GET', `/v1/campaigns/${'a'.repeat(600)}`, { key }), 414, 'uri-too-long');
+  });
+
+  it('a method the path does not declare: 405 with Allow listing those it does; an unknown path 404', async () => {
+    const collection = await api.request('DELETE', '/v1/campaigns', { key });
+    typed(collection, 405, 'method-not-allowed');
+    expect(collection.headers.get('allow')).toBe('GET, HEAD, POST');
+    const one = await api.request('PUT', `/v1/campaigns/${crypto.randomUUID()}`, { key });
+    expect(one.headers.get('allow')).toBe('DELETE, GET, HEAD, PATCH');
+    // A method HTTP knows but Fastify does not route, and without a key: still a 405, not a 404.
+    const propfind = await api.request('PROPFIND', '/v1/cron-jobs');
+    typed(propfind, 405, 'method-not-allowed');
+    expect(propfind.headers.get('allow')).toBe('GET, HEAD, POST');
+    typed(await api.request('GET', '/v1/no-such-thing', { key }), 404, 'route-not-found');
+  });
+
+  it("what Node's parser refuses (raw requests): control characters, bad header bytes, oversized headers, an unknown method", async () => {
+    const control = await rawRequest(
+      api.url,
+      `GET /v1/campaigns/a\u0001b HTTP/1.1\r\nAuthorization: Bearer ${key}`,
+    );
+    typed(control, 400, 'malformed-request');
+    expect(control.body.detail).toContain('control character');
+    expect(control.headers.get('x-request-id')).toBe(control.body.requestId);
+    const header = await rawRequest(api.url, 'GET /v1/campaigns HTTP/1.1\r\nX-Thing: a\u0001b');
+    typed(header, 400, 'malformed-request');
+    const big = await rawRequest(api.url, `GET /v1/campaigns HTTP/1.1\r\nX-Big: ${'a'.repeat(20_000)}`);
+    typed(big, 431, 'headers-too-large');
+    const method = await rawRequest(api.url, 'FROB /v1/campaigns HTTP/1.1');
+    typed(method, 400, 'malformed-request');
+    // The server still answers.
+    expect((await api.request('GET', '/v1/campaigns', { key })).status).toBe(200);
   });
 });
 

@@ -5,7 +5,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { IN_PROGRESS_RETRY_AFTER_SECONDS } from '../../src/api/idempotency.js';
-import { problemFor, RETRY_AFTER_SECONDS } from '../../src/api/problem.js';
+import {
+  clientErrorProblem,
+  HttpProblem,
+  problem,
+  problemFor,
+  RETRY_AFTER_SECONDS,
+} from '../../src/api/problem.js';
 import {
   BillingUnavailableError,
   DatabaseUnavailableError,
@@ -97,6 +103,55 @@ describe('Retry-After', () => {
         code: 'BILLING_UNAVAILABLE',
         title: 'Bad Gateway',
         type: 'urn:herald:problem:billing-unavailable',
+      },
+    });
+  });
+});
+
+describe('problem types', () => {
+  it('every kind has a urn:herald:problem type, never about:blank', () => {
+    const fastify = (code: string, statusCode: number, message = 'm') =>
+      Object.assign(new Error(message), { code, statusCode });
+    const mapped = [
+      problemFor(new DatabaseUnavailableError('down'), context),
+      problemFor(fastify('FST_ERR_BAD_URL', 400), context),
+      problemFor(fastify('FST_ERR_MAX_PARAM_LENGTH', 414), context),
+      problemFor(fastify('FST_ERR_CTP_INVALID_MEDIA_TYPE', 415), { ...context, contentType: 'text/xml' }),
+      problemFor(fastify('FST_ERR_CTP_BODY_TOO_LARGE', 413), context),
+      problemFor(fastify('FST_ERR_SOMETHING_NEW', 400), context),
+      problemFor(new HttpProblem(405, 'METHOD_NOT_ALLOWED', 'no', { headers: { allow: 'GET' } }), context),
+      problemFor(new Error('a fault'), context),
+    ];
+    expect(mapped.map((m) => [m.status, m.problem.type])).toEqual([
+      [503, 'urn:herald:problem:database-unavailable'],
+      [400, 'urn:herald:problem:bad-url'],
+      [414, 'urn:herald:problem:uri-too-long'],
+      [415, 'urn:herald:problem:unsupported-media-type'],
+      [413, 'urn:herald:problem:body-too-large'],
+      [400, 'urn:herald:problem:fastify-something-new'],
+      [405, 'urn:herald:problem:method-not-allowed'],
+      [500, 'urn:herald:problem:internal-error'],
+    ]);
+    expect(mapped[3]!.problem.detail).toContain('text/xml');
+    expect(mapped[6]!.headers).toEqual({ allow: 'GET' });
+    expect(mapped[7]!.problem.detail).not.toContain('a fault');
+    expect(problem(404, 'no route', { instance: '/x', code: 'ROUTE_NOT_FOUND' }).type).toBe(
+      'urn:herald:problem:route-not-found',
+    );
+  });
+
+  it("Node's parser errors: 431 for oversized headers, 408 for a slow request, otherwise 400 with the reason", () => {
+    expect(clientErrorProblem('HPE_HEADER_OVERFLOW')).toMatchObject({
+      status: 431,
+      problem: { type: 'urn:herald:problem:headers-too-large', title: 'Request Header Fields Too Large' },
+    });
+    expect(clientErrorProblem('ERR_HTTP_REQUEST_TIMEOUT').status).toBe(408);
+    expect(clientErrorProblem('HPE_INVALID_URL').problem.detail).toContain('control character');
+    expect(clientErrorProblem('HPE_SOMETHING')).toMatchObject({
+      status: 400,
+      problem: {
+        type: 'urn:herald:problem:malformed-request',
+        detail: expect.stringContaining('HPE_SOMETHING'),
       },
     });
   });

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLedger } from '../../src/aggregates/campaign/sms/billing.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { inlineRequest, writtenRows } from '../support/sms.js';
-import { type ApiFixture, expectProblem, startTestApi } from './support/api.js';
+import { type ApiFixture, type ApiReply, expectProblem, startTestApi } from './support/api.js';
 
 let api: ApiFixture;
 let key: string;
@@ -206,5 +206,31 @@ describe('POST /v1/campaigns/bulk', () => {
     const json = await post('/v1/campaigns/bulk', meta);
     expect(json.status).toBeGreaterThanOrEqual(400);
     expect(json.status).toBeLessThan(500);
+  });
+
+  it('a meta part PostgreSQL cannot store or recursion cannot walk is a 422 naming the field, nothing written (fuzzer: 500)', async () => {
+    const before = await api.t.db.query<{ n: number }>('select count(*)::int as n from event');
+    const csv = '01712345678\n';
+    const rawMeta = async (text: string): Promise<ApiReply> => {
+      const form = new FormData();
+      form.append('meta', text);
+      form.append('file', new Blob([csv], { type: 'text/csv' }), 'numbers.csv');
+      return fetch(`${api.url}/v1/campaigns/bulk`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}` },
+        body: form,
+      }).then(async (r) => ({ status: r.status, headers: r.headers, text: '', body: await r.json() }));
+    };
+    const deep = await rawMeta(`{"name":${'['.repeat(5_000)}1${']'.repeat(5_000)}}`);
+    expectProblem(deep, 422);
+    expect(deep.body.errors[0]).toMatchObject({
+      rule: 'meta.unstorable',
+      field: expect.stringMatching(/^meta\.name(\[0\])+$/),
+    });
+    expectProblem(await rawMeta(JSON.stringify({ ...meta, name: 'x\ud800' })), 422, 'meta.name');
+    expectProblem(await rawMeta(JSON.stringify({ ...meta, template: 'a\u0000b' })), 422, 'meta.template');
+    expectProblem(await rawMeta(`{"__proto__":{"polluted":true},"name":"n"}`), 422, 'meta.__proto__');
+    const after = await api.t.db.query<{ n: number }>('select count(*)::int as n from event');
+    expect(after.rows[0]!.n).toBe(before.rows[0]!.n);
   });
 });

@@ -14,6 +14,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { owned, principalOf, REPLAY_HEADER, requestKeyOf, sendCommand } from '../../../api/http.js';
+import { unstorableField } from '../../../api/input-limits.js';
 import type { RouteDeps } from '../../../api/module.js';
 import { documentedBody } from '../../../api/openapi.js';
 import {
@@ -278,6 +279,16 @@ export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices
             } catch {
               throw new SmsValidationError([
                 { field: 'meta', rule: 'meta.json', message: 'meta must be a JSON object' },
+              ]);
+            }
+            // The part is JSON the /v1 hook never saw: what PostgreSQL cannot store or recursion cannot
+            // walk (NUL, a lone surrogate, nesting past the limit, a prototype-pollution key) is refused
+            // here, naming the field, before anything validates or fingerprints it.
+            const refused = unstorableField(meta);
+            if (refused) {
+              const field = refused.field ? `meta.${refused.field}` : 'meta';
+              throw new SmsValidationError([
+                { field, rule: 'meta.unstorable', message: `${field} ${refused.reason}` },
               ]);
             }
           } else if (
