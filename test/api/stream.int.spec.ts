@@ -59,7 +59,13 @@ async function connect(
       text,
     });
   let done: Promise<void> = Promise.resolve();
-  if (!response.ok) await conform(await response.text());
+  // A refusal's body, read once: checked here, parsed by the test through `problem`.
+  let refusal: unknown;
+  if (!response.ok) {
+    const text = await response.text();
+    await conform(text);
+    refusal = JSON.parse(text);
+  }
   else if (response.body) {
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     done = (async () => {
@@ -89,6 +95,7 @@ async function connect(
   }
   return {
     response,
+    refusal,
     frames,
     comments,
     of: (topic: string) => frames.filter((f) => f.event === topic),
@@ -332,7 +339,7 @@ describe('stream limits', () => {
         status: client.response.status,
         type: client.response.headers.get('content-type'),
         retryAfter: client.response.headers.get('retry-after'),
-        body: (await client.response.json()) as { limit?: string; detail?: string; code?: string },
+        body: client.refusal as { limit?: string; detail?: string; code?: string },
       });
       expect((await attempt(a1)).response.status).toBe(200);
       expect((await attempt(a1)).response.status).toBe(200);
