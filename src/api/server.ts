@@ -41,6 +41,7 @@ import type { Database } from '../ports/database.js';
 import type { WakeupListener, WakeupSignal } from '../ports/wakeups.js';
 import type { HeraldConfig } from '../settings/core.js';
 import { ApiKeyAuthenticator, type Permission, requirePermission } from './auth.js';
+import { AuthThrottle } from './auth-throttle.js';
 import { RequestCommands } from './commands.js';
 import { httpMeters } from './http-metrics.js';
 import { unstorableField } from './input-limits.js';
@@ -153,7 +154,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     // On close: idle keep-alive connections are closed at once, busy ones after their response.
     forceCloseConnections: 'idle',
     return503OnClosing: true,
-    // Behind a TLS-terminating proxy: X-Forwarded-Proto decides the session cookie's Secure flag.
+    // Behind a TLS-terminating proxy: X-Forwarded-Proto decides the session cookie's Secure flag, and
+    // X-Forwarded-For the client address the authentication throttle counts by.
     trustProxy: config.api.trustProxy,
     routerOptions: { maxParamLength: 512 },
   });
@@ -201,7 +203,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   await app.register(cookie);
 
   const authenticator = new ApiKeyAuthenticator(deps.db, logger);
-  const sessions = new SessionAuthenticator(deps.db, authenticator, config.api);
+  const throttle = new AuthThrottle(deps.db, config.api, logger);
+  const sessions = new SessionAuthenticator(deps.db, authenticator, config.api, throttle);
   const stream = new StreamHub({
     listener: deps.listener,
     schema: config.schema,
