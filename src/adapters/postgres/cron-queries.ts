@@ -230,6 +230,25 @@ export interface DueCronJobRow {
   bufferedRuns: number;
 }
 
+/**
+ * An organization's cron quota lock (issue 23, ADR 0029): every create of an active job and every resume
+ * takes it before counting the organization's active jobs, and holds it to its commit, so two concurrent
+ * creates count one after the other and cannot both take the last place. A transaction-level advisory
+ * lock: nothing to clean up, and only creates and resumes of one organization wait for each other.
+ */
+export const LOCK_CRON_QUOTA = `select pg_advisory_xact_lock(hashtextextended('herald:cron-quota:' || $1, 0))`;
+
+/** An organization's active jobs (paused and deleted ones do not count); read under LOCK_CRON_QUOTA. */
+export const COUNT_ACTIVE_CRON_JOBS = `
+  select count(*)::int as active from cron_job where organization_id = $1 and status = 'active'`;
+
+/** Takes the organization's quota lock and counts its active jobs (in the caller's transaction). */
+export async function lockedActiveCronJobs(tx: SqlClient, organizationId: string): Promise<number> {
+  await tx.query(LOCK_CRON_QUOTA, [organizationId]);
+  const { rows } = await tx.query<{ active: number }>(COUNT_ACTIVE_CRON_JOBS, [organizationId]);
+  return rows[0]!.active;
+}
+
 export async function lockDueCronJobs(sql: SqlClient, limit: number): Promise<DueCronJobRow[]> {
   const { rows } = await sql.query<Row & { active_runs: number; buffered_runs: number }>(LOCK_DUE_CRON_JOBS, [
     limit,
