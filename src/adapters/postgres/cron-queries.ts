@@ -38,6 +38,7 @@ export const cronJobTable = stateTable<ExistingCronJob>({
     { column: 'created_at', type: 'timestamptz', field: 'createdAt' },
     { column: 'updated_at', type: 'timestamptz', field: 'updatedAt' },
     { column: 'deleted_at', type: 'timestamptz', field: 'deletedAt' },
+    { column: 'idempotency_key', type: 'text', field: 'idempotencyKey' },
   ],
 });
 

@@ -10,7 +10,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { jobRunsPage, listOrganizationCronJobs } from '../../adapters/postgres/cron-queries.js';
 import type { Principal } from '../../api/auth.js';
-import { owned, principalOf, sendCommand } from '../../api/http.js';
+import { idempotencyKeyOf, owned, principalOf, sendCommand } from '../../api/http.js';
 import type { RouteDeps } from '../../api/module.js';
 import {
   commandProblems,
@@ -160,7 +160,12 @@ export const cronRoutes: FastifyPluginAsyncZod<RouteDeps<CronServices>> = async 
       const principal = principalOf(request);
       return sendCommand(commands, request, reply, async (s, meta) => {
         const job = await s.cron.create(
-          { ...request.body, organizationId: principal.organizationId, by: principal.actor },
+          {
+            ...request.body,
+            organizationId: principal.organizationId,
+            idempotencyKey: idempotencyKeyOf(request),
+            by: principal.actor,
+          },
           meta,
         );
         return { status: 201, body: jobOut(job), headers: { location: `/v1/cron-jobs/${job.jobId}` } };
