@@ -72,6 +72,18 @@ describe('the minimum interval between occurrences', () => {
     expect(allowed.status, allowed.text).toBe(200);
   });
 
+  it('the preview refuses it too, naming expression', async () => {
+    const key = await api.key('org-interval-preview');
+    const preview = (expression: string) =>
+      api.request('POST', '/v1/cron-jobs/preview', { key, body: { expression, timezone: 'UTC' } });
+    const refused = await preview('*/5 * * * * *');
+    expectProblem(refused, 422, 'expression');
+    expect(refused.body.detail).toContain('HERALD_CRON_MIN_INTERVAL_SECONDS');
+    const allowed = await preview('*/10 * * * * *');
+    expect(allowed.status, allowed.text).toBe(200);
+    expect(allowed.body.valid).toBe(true);
+  });
+
   it("applies an organization's own limits", async () => {
     const key = await api.key('org-fast');
     expect((await create(key, { schedule: '* * * * * *' })).status).toBe(201);

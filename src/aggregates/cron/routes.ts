@@ -190,6 +190,8 @@ export const cronRoutes: FastifyPluginAsyncZod<RouteDeps<CronServices>> = async 
       const from = after ? Date.parse(after) : (await databaseNow(readers.db)).getTime();
       try {
         const preview = previewSchedule({ expression, timezone, dst }, from, count ?? 5);
+        // Valid for the form only if a job of the caller's organization may have it (its minimum interval).
+        readers.cron.checkInterval(principalOf(request).organizationId, expression);
         return { valid: true as const, expression, timezone, ...preview };
       } catch (error) {
         // The domain names the job's field (`schedule`); here the expression is `expression`.

@@ -301,7 +301,7 @@ export class CronService {
   }
 
   /** A schedule that can fire sooner after an occurrence than the organization's minimum interval: 422. */
-  private checkInterval(organizationId: string, schedule: unknown): void {
+  checkInterval(organizationId: string, schedule: unknown): void {
     if (typeof schedule !== 'string') return; // the decider names what is wrong with it
     const { minIntervalSeconds } = quotaOf(this.settings.quotas, organizationId);
     if (minIntervalSeconds <= 1) return; // a cron expression names whole seconds at the finest
