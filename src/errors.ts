@@ -19,6 +19,7 @@ export type HeraldErrorCode =
   | 'UNAUTHENTICATED'
   | 'FORBIDDEN'
   | 'CSRF_REJECTED'
+  | 'AUTH_THROTTLED'
   | 'IDEMPOTENCY_KEY_IN_USE'
   | 'IDEMPOTENCY_KEY_REUSED'
   | 'INSUFFICIENT_BALANCE'
@@ -108,6 +109,17 @@ export class ForbiddenError extends HeraldError {
 export class CsrfError extends HeraldError {
   constructor(message: string) {
     super('CSRF_REJECTED', message);
+  }
+}
+
+/**
+ * Too many failed authentications from one client address within the window (the HTTP API's throttle,
+ * src/api/auth-throttle.ts): refused before the credentials count; `details.retryAfterSeconds` says when
+ * the window ends. HTTP: 429 with Retry-After.
+ */
+export class AuthThrottledError extends HeraldError {
+  constructor(message: string, details: { retryAfterSeconds: number; limit: number; windowSeconds: number }) {
+    super('AUTH_THROTTLED', message, details);
   }
 }
 

@@ -64,6 +64,14 @@ export function requestKeyOf(
   };
 }
 
+/**
+ * The request's Idempotency-Key as sent (validated as `requestKeyOf` validates it), or null: a create
+ * records it on the resource it makes, so the resource shows which request made it.
+ */
+export function idempotencyKeyOf(request: FastifyRequest): string | null {
+  return requestKeyOf(request, null)?.key ?? null;
+}
+
 export async function sendCommand<Svc>(
   commands: RequestCommands<Svc>,
   request: FastifyRequest,

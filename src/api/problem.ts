@@ -26,6 +26,10 @@ function retryAfterOf(error: HeraldError, status: number): Record<string, string
   if (error.code === 'IDEMPOTENCY_KEY_IN_USE' || status === 429 || status === 502 || status === 503) {
     return { 'retry-after': String(RETRY_AFTER_SECONDS) };
   }
+  // A 429 says when its window ends (the authentication throttle's).
+  const after = error.details.retryAfterSeconds;
+  if (status === 429 && typeof after === 'number')
+    return { 'retry-after': String(Math.max(1, Math.ceil(after))) };
   return undefined;
 }
 
@@ -39,6 +43,7 @@ export const STATUS_BY_CODE: Readonly<Record<HeraldErrorCode, number>> = {
   UNAUTHENTICATED: 401,
   FORBIDDEN: 403,
   CSRF_REJECTED: 403,
+  AUTH_THROTTLED: 429,
   IDEMPOTENCY_KEY_IN_USE: 409,
   IDEMPOTENCY_KEY_REUSED: 422,
   // SMS campaigns' billing port (ADR 0014): refused (402) or unreachable / ambiguous (502).

@@ -44,6 +44,7 @@ import type { Database } from '../ports/database.js';
 import type { WakeupListener, WakeupSignal } from '../ports/wakeups.js';
 import type { HeraldConfig } from '../settings/core.js';
 import { ApiKeyAuthenticator, type Permission, requirePermission } from './auth.js';
+import { AuthThrottle } from './auth-throttle.js';
 import { RequestCommands } from './commands.js';
 import { httpMeters } from './http-metrics.js';
 import { parseJsonBody, unstorableField } from './input-limits.js';
@@ -179,7 +180,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     // On close: idle keep-alive connections are closed at once, busy ones after their response.
     forceCloseConnections: 'idle',
     return503OnClosing: true,
-    // Behind a TLS-terminating proxy: X-Forwarded-Proto decides the session cookie's Secure flag.
+    // Behind a TLS-terminating proxy: X-Forwarded-Proto decides the session cookie's Secure flag, and
+    // X-Forwarded-For the client address the authentication throttle counts by.
     trustProxy: config.api.trustProxy,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // What the router refuses before any route (a bad percent-encoding, a parameter over 512
@@ -247,7 +249,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   await app.register(cookie);
 
   const authenticator = new ApiKeyAuthenticator(deps.db, logger);
-  const sessions = new SessionAuthenticator(deps.db, authenticator, config.api);
+  const throttle = new AuthThrottle(deps.db, config.api, logger);
+  const sessions = new SessionAuthenticator(deps.db, authenticator, config.api, throttle);
   const stream = new StreamHub({
     listener: deps.listener,
     schema: config.schema,

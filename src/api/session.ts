@@ -7,7 +7,11 @@
  *
  * Every /v1 request authenticates here: `Authorization: Bearer <key>` as before, or else the session
  * cookie; with the cookie, a request other than GET/HEAD must carry the session's CSRF token (403
- * otherwise) — a cross-site page can make the browser send the cookie, never read the token.
+ * otherwise) — a cross-site page can make the browser send the cookie, never read the token. A Bearer
+ * key and a sign-in go through the authentication throttle (src/api/auth-throttle.ts): failures count
+ * per client address, and a blocked address gets 429. A session cookie does not: its id is 256 random
+ * bits only a sign-in hands out, and a dashboard left open past its idle expiry must not lock its
+ * address out.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -21,6 +25,7 @@ import { CsrfError, UnauthenticatedError } from '../errors.js';
 import type { Database } from '../ports/database.js';
 import type { ApiSettings } from '../settings/core.js';
 import type { ApiKeyAuthenticator, Principal } from './auth.js';
+import type { AuthThrottle } from './auth-throttle.js';
 
 export const SESSION_COOKIE = 'herald_session';
 export const CSRF_HEADER = 'x-csrf-token';
@@ -53,14 +58,19 @@ export class SessionAuthenticator {
     private readonly db: Database,
     private readonly keys: ApiKeyAuthenticator,
     private readonly settings: Pick<ApiSettings, 'sessionIdleMs' | 'sessionSecure'>,
+    /** Counts failed keys and sign-ins per client address; absent: no throttle. */
+    private readonly throttle?: AuthThrottle,
   ) {
     this.idleSeconds = settings.sessionIdleMs / 1000;
     this.touchAfterSeconds = Math.min(60, this.idleSeconds / 4);
   }
 
-  /** Signs in with an API key: a new session (401 for a wrong or revoked key). */
-  async signIn(apiKey: string): Promise<{ cookie: string; info: SessionInfo }> {
-    const principal = await this.keys.authenticate(`Bearer ${apiKey}`);
+  /**
+   * Signs in with an API key: a new session (401 for a wrong or revoked key, 429 once `client`, the
+   * caller's address, made too many failed attempts).
+   */
+  async signIn(apiKey: string, client?: string): Promise<{ cookie: string; info: SessionInfo }> {
+    const principal = await this.guarded(client, () => this.keys.authenticate(`Bearer ${apiKey}`));
     const cookie = randomBytes(32).toString('base64url');
     const csrfToken = randomBytes(32).toString('base64url');
     const { expiresAt } = await insertSession(this.db, {
@@ -119,8 +129,9 @@ export class SessionAuthenticator {
    * session cookie (with the CSRF check on anything but GET/HEAD), else 401.
    */
   async authenticate(request: FastifyRequest): Promise<Principal> {
-    if (request.headers.authorization !== undefined)
-      return this.keys.authenticate(request.headers.authorization);
+    const { authorization } = request.headers;
+    if (authorization !== undefined)
+      return this.guarded(request.ip, () => this.keys.authenticate(authorization));
     const cookie = request.cookies?.[SESSION_COOKIE];
     if (cookie === undefined) {
       throw new UnauthenticatedError(
@@ -131,6 +142,10 @@ export class SessionAuthenticator {
     if (!session) throw new UnauthenticatedError('the session expired or was signed out: sign in again');
     if (request.method !== 'GET' && request.method !== 'HEAD') this.checkCsrf(request, session.info);
     return session.principal;
+  }
+
+  private guarded(client: string | undefined, attempt: () => Promise<Principal>): Promise<Principal> {
+    return this.throttle && client !== undefined ? this.throttle.guard(client, attempt) : attempt();
   }
 
   checkCsrf(request: FastifyRequest, info: SessionInfo): void {

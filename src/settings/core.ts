@@ -277,8 +277,22 @@ export const apiSection = {
       "the session cookie's `Secure` flag: `auto` sets it when the request came over TLS (or `X-Forwarded-Proto: https` with `HERALD_API_TRUST_PROXY`), `true` always, `false` never",
     ),
     HERALD_API_TRUST_PROXY: d(
-      z.enum(['true', 'false']).default('false'),
-      'trust `X-Forwarded-For` / `X-Forwarded-Proto` (behind a TLS-terminating proxy)',
+      z
+        .string()
+        .regex(
+          /^(true|false|[0-9a-f.:/]+(,[0-9a-f.:/]+)*)$/i,
+          'must be true, false, or the proxies’ addresses/CIDRs separated by commas',
+        )
+        .default('false'),
+      'trust `X-Forwarded-For` / `X-Forwarded-Proto` (behind a TLS-terminating proxy): `true` trusts every hop (the client address is then the left-most, which a client can forge); the proxies’ addresses/CIDRs (`10.0.0.0/8,127.0.0.1`) take the address the last trusted proxy saw. The client address is what the authentication throttle counts by',
+    ),
+    HERALD_API_AUTH_FAILURE_LIMIT: d(
+      nonNegativeInt.max(1_000_000).default(20),
+      'failed authentications (a wrong, malformed or revoked API key, a failed sign-in) one client address may make within `HERALD_API_AUTH_FAILURE_WINDOW_SECONDS`; then its requests with credentials answer 429 with `Retry-After` until the window ends, across every API process (`0`: no throttle)',
+    ),
+    HERALD_API_AUTH_FAILURE_WINDOW_SECONDS: d(
+      positiveInt.max(86_400).default(60),
+      'the window of `HERALD_API_AUTH_FAILURE_LIMIT` (database clock)',
     ),
     HERALD_API_STREAMS_MAX: d(
       positiveInt.max(100_000).default(1_000),
@@ -469,8 +483,11 @@ export interface ApiSettings {
   readonly sessionIdleMs: number;
   /** The session cookie's Secure flag: `auto` sets it when the request came over TLS (or https through a trusted proxy). */
   readonly sessionSecure: 'auto' | 'always' | 'never';
-  /** Trust X-Forwarded-* headers (behind a TLS-terminating proxy). */
-  readonly trustProxy: boolean;
+  /** Trust X-Forwarded-* headers (behind a TLS-terminating proxy): every hop, or the proxies' addresses/CIDRs. */
+  readonly trustProxy: boolean | string;
+  /** Failed authentications one client address may make per window (0: no throttle). */
+  readonly authFailureLimit: number;
+  readonly authFailureWindowMs: number;
   /** Live streams (GET /v1/stream) per API process: in all, per organization, per API key. */
   readonly streams: {
     readonly maxClients: number;
@@ -587,6 +604,11 @@ function contradictionWarnings(e: CoreEnv): string[] {
   return warnings;
 }
 
+/** HERALD_API_TRUST_PROXY as Fastify's `trustProxy`: a boolean, or the proxies' addresses/CIDRs. */
+function trustProxyOf(value: string): boolean | string {
+  return value === 'true' || value === 'false' ? value === 'true' : value;
+}
+
 /** The generic configuration from its validated variables; throws ConfigError on a contradiction. */
 export function coreConfig(e: CoreEnv, defaults: { pod?: string } = {}): HeraldConfig {
   const connections = connectionSettings(e);
@@ -665,7 +687,9 @@ export function coreConfig(e: CoreEnv, defaults: { pod?: string } = {}): HeraldC
           : e.HERALD_API_SESSION_SECURE === 'true'
             ? 'always'
             : 'never',
-      trustProxy: e.HERALD_API_TRUST_PROXY === 'true',
+      trustProxy: trustProxyOf(e.HERALD_API_TRUST_PROXY),
+      authFailureLimit: e.HERALD_API_AUTH_FAILURE_LIMIT,
+      authFailureWindowMs: e.HERALD_API_AUTH_FAILURE_WINDOW_SECONDS * 1000,
       streams: {
         maxClients: e.HERALD_API_STREAMS_MAX,
         perOrganization: e.HERALD_API_STREAMS_PER_ORGANIZATION,

@@ -65,8 +65,7 @@ async function connect(
     const text = await response.text();
     await conform(text);
     refusal = JSON.parse(text);
-  }
-  else if (response.body) {
+  } else if (response.body) {
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     done = (async () => {
       let buffer = '';

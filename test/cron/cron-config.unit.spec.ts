@@ -1,5 +1,6 @@
 /** The HERALD_CRON_* settings: defaults, the allowlist, and the executor concurrency the pool must exceed. */
 import { describe, expect, it } from 'vitest';
+import { quotaOf } from '../../src/aggregates/cron/settings.js';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 
@@ -19,6 +20,31 @@ describe('cron settings', () => {
       smtpUrl: undefined,
     });
     expect(loadConfig({ ...base, HERALD_DB_POOL_SIZE: '4' }).cron.executorConcurrency).toBe(3);
+  });
+
+  it('quotas: one second and 1,000 active jobs by default; organizations with their own limits', () => {
+    expect(loadConfig(base).cron.quotas).toEqual({
+      defaults: { minIntervalSeconds: 1, maxActiveJobs: 1_000 },
+      organizations: {},
+    });
+    const config = loadConfig({
+      ...base,
+      HERALD_CRON_MIN_INTERVAL_SECONDS: '60',
+      HERALD_CRON_MAX_ACTIVE_JOBS: '20',
+      HERALD_CRON_ORGANIZATION_LIMITS: '{"org-1":{"minIntervalSeconds":1},"org-2":{"maxActiveJobs":500}}',
+    });
+    expect(quotaOf(config.cron.quotas, 'org-1')).toEqual({ minIntervalSeconds: 1, maxActiveJobs: 20 });
+    expect(quotaOf(config.cron.quotas, 'org-2')).toEqual({ minIntervalSeconds: 60, maxActiveJobs: 500 });
+    expect(quotaOf(config.cron.quotas, 'org-3')).toEqual({ minIntervalSeconds: 60, maxActiveJobs: 20 });
+    expect(quotaOf(config.cron.quotas, 'constructor')).toEqual({ minIntervalSeconds: 60, maxActiveJobs: 20 });
+    for (const bad of ['not json', '{"org-1":{"minIntervalSeconds":0}}', '{"org-1":{"burst":3}}', '[1]']) {
+      expect(() => loadConfig({ ...base, HERALD_CRON_ORGANIZATION_LIMITS: bad }), bad).toThrow(
+        /HERALD_CRON_ORGANIZATION_LIMITS/,
+      );
+    }
+    expect(() => loadConfig({ ...base, HERALD_CRON_MIN_INTERVAL_SECONDS: '86401' })).toThrow(
+      /HERALD_CRON_MIN_INTERVAL_SECONDS/,
+    );
   });
 
   it('the allowlist and SMTP settings', () => {

@@ -421,6 +421,7 @@ describe('campaign decider: legal transitions', () => {
       lineOaId: 'oa-1',
       name: 'Spring sale',
       idempotencyKey: null,
+      requestIdempotencyKey: null,
       startAt: START,
       dispatchDeadline: DEADLINE,
       claimEpoch: 0,

@@ -24,6 +24,7 @@ export const campaignTable = stateTable<ExistingCampaign>({
     { column: 'line_oa_id', type: 'text', field: 'lineOaId' },
     { column: 'name', type: 'text', field: 'name' },
     { column: 'idempotency_key', type: 'text', field: 'idempotencyKey' },
+    { column: 'request_idempotency_key', type: 'text', field: 'requestIdempotencyKey' },
     { column: 'status', type: 'text', field: 'status' },
     { column: 'start_at', type: 'timestamptz', field: 'startAt' },
     { column: 'dispatch_deadline', type: 'timestamptz', field: 'dispatchDeadline' },

@@ -38,6 +38,7 @@ export const cronJobTable = stateTable<ExistingCronJob>({
     { column: 'created_at', type: 'timestamptz', field: 'createdAt' },
     { column: 'updated_at', type: 'timestamptz', field: 'updatedAt' },
     { column: 'deleted_at', type: 'timestamptz', field: 'deletedAt' },
+    { column: 'idempotency_key', type: 'text', field: 'idempotencyKey' },
   ],
 });
 
@@ -228,6 +229,25 @@ export interface DueCronJobRow {
   version: number;
   activeRuns: number;
   bufferedRuns: number;
+}
+
+/**
+ * An organization's cron quota lock (issue 23, ADR 0029): every create of an active job and every resume
+ * takes it before counting the organization's active jobs, and holds it to its commit, so two concurrent
+ * creates count one after the other and cannot both take the last place. A transaction-level advisory
+ * lock: nothing to clean up, and only creates and resumes of one organization wait for each other.
+ */
+export const LOCK_CRON_QUOTA = `select pg_advisory_xact_lock(hashtextextended('herald:cron-quota:' || $1, 0))`;
+
+/** An organization's active jobs (paused and deleted ones do not count); read under LOCK_CRON_QUOTA. */
+export const COUNT_ACTIVE_CRON_JOBS = `
+  select count(*)::int as active from cron_job where organization_id = $1 and status = 'active'`;
+
+/** Takes the organization's quota lock and counts its active jobs (in the caller's transaction). */
+export async function lockedActiveCronJobs(tx: SqlClient, organizationId: string): Promise<number> {
+  await tx.query(LOCK_CRON_QUOTA, [organizationId]);
+  const { rows } = await tx.query<{ active: number }>(COUNT_ACTIVE_CRON_JOBS, [organizationId]);
+  return rows[0]!.active;
 }
 
 export async function lockDueCronJobs(sql: SqlClient, limit: number): Promise<DueCronJobRow[]> {

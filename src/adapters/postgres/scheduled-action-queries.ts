@@ -44,6 +44,7 @@ export const scheduledActionTable = stateTable<ExistingAction>({
     { column: 'outcome', type: 'text', field: 'outcome' },
     { column: 'created_at', type: 'timestamptz', field: 'createdAt' },
     { column: 'status_changed_at', type: 'timestamptz', field: 'statusChangedAt' },
+    { column: 'idempotency_key', type: 'text', field: 'idempotencyKey' },
   ],
 });
 

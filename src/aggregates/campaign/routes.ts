@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { listOrganizationCampaigns } from '../../adapters/postgres/campaign-queries.js';
 import type { Principal } from '../../api/auth.js';
 import type { Services } from '../../api/commands.js';
-import { owned, principalOf, sendCommand } from '../../api/http.js';
+import { idempotencyKeyOf, owned, principalOf, sendCommand } from '../../api/http.js';
 import type { RouteDeps } from '../../api/module.js';
 import {
   chargeProblems,
@@ -101,6 +101,7 @@ async function createCampaign(
   principal: Principal,
   body: CreateBody,
   meta: EventMeta,
+  requestIdempotencyKey: string | null,
 ) {
   switch (body.channel) {
     case 'line': {
@@ -110,6 +111,7 @@ async function createCampaign(
           ...fields,
           mode: 'draft',
           organizationId: principal.organizationId,
+          requestIdempotencyKey,
           startAt: startAt ?? null,
           dispatchDeadline: dispatchDeadline ?? null,
         },
@@ -229,7 +231,7 @@ export const campaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> 
       const body = request.body;
       if (body.channel === 'sms') return createSmsCampaign(readers.sms, request, reply, body);
       return sendCommand(commands, request, reply, async (s, meta) => {
-        const campaign = await createCampaign(s, principal, body, meta);
+        const campaign = await createCampaign(s, principal, body, meta, idempotencyKeyOf(request));
         return {
           status: 201,
           body: campaignOut(campaign),

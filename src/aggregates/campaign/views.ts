@@ -24,7 +24,14 @@ const campaignFields = z.object({
   audienceId: z.string().nullable(),
   lineOaId: z.string().nullable(),
   name: z.string(),
-  idempotencyKey: z.string().nullable(),
+  idempotencyKey: z
+    .string()
+    .nullable()
+    .describe("the organization's own unique key for the campaign (the create body's `idempotencyKey`)"),
+  requestIdempotencyKey: z
+    .string()
+    .nullable()
+    .describe('the Idempotency-Key header of the request that created the campaign (null: none)'),
   startAt: instant.nullable(),
   dispatchDeadline: instant.nullable(),
   claimEpoch: z.number().int(),

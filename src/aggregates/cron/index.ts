@@ -82,6 +82,7 @@ export const cronRegistration = defineModule({
         defaultTimeoutMs: config.cron.defaultTimeoutMs,
         maxTimeoutMs: config.cron.maxTimeoutMs,
         backfillMax: config.cron.backfillMax,
+        quotas: config.cron.quotas,
       },
     }),
   }),

@@ -10,7 +10,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { jobRunsPage, listOrganizationCronJobs } from '../../adapters/postgres/cron-queries.js';
 import type { Principal } from '../../api/auth.js';
-import { owned, principalOf, sendCommand } from '../../api/http.js';
+import { idempotencyKeyOf, owned, principalOf, sendCommand } from '../../api/http.js';
 import type { RouteDeps } from '../../api/module.js';
 import {
   commandProblems,
@@ -160,7 +160,12 @@ export const cronRoutes: FastifyPluginAsyncZod<RouteDeps<CronServices>> = async 
       const principal = principalOf(request);
       return sendCommand(commands, request, reply, async (s, meta) => {
         const job = await s.cron.create(
-          { ...request.body, organizationId: principal.organizationId, by: principal.actor },
+          {
+            ...request.body,
+            organizationId: principal.organizationId,
+            idempotencyKey: idempotencyKeyOf(request),
+            by: principal.actor,
+          },
           meta,
         );
         return { status: 201, body: jobOut(job), headers: { location: `/v1/cron-jobs/${job.jobId}` } };
@@ -185,6 +190,8 @@ export const cronRoutes: FastifyPluginAsyncZod<RouteDeps<CronServices>> = async 
       const from = after ? Date.parse(after) : (await databaseNow(readers.db)).getTime();
       try {
         const preview = previewSchedule({ expression, timezone, dst }, from, count ?? 5);
+        // Valid for the form only if a job of the caller's organization may have it (its minimum interval).
+        readers.cron.checkInterval(principalOf(request).organizationId, expression);
         return { valid: true as const, expression, timezone, ...preview };
       } catch (error) {
         // The domain names the job's field (`schedule`); here the expression is `expression`.

@@ -6,7 +6,11 @@
  * resume with occurrences held back by the pause) write the job's event and the runs' events, rows and
  * messages in that same transaction. The preview of a backfill is the real backfill's decision,
  * computed and not written, so the real one creates exactly what the preview listed (unless a run
- * happened in between, which it then leaves alone).
+ * happened in between, which it then leaves alone). Each organization's quotas (issue 23, ADR 0029) are
+ * checked here: a schedule that can fire sooner after an occurrence than the organization's minimum
+ * interval is a ValidationError naming `schedule`; a create of an active job or a resume past its most
+ * active jobs is a ConflictError naming the limit, counted under the organization's quota lock in the
+ * creating transaction, so concurrent creates cannot pass it together.
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -15,8 +19,10 @@ import {
   findCronJobByName,
   jobRuns,
   listCronJobs,
+  lockedActiveCronJobs,
 } from '../../adapters/postgres/cron-queries.js';
 import { readStream } from '../../adapters/postgres/event-queries.js';
+import { shortestInterval } from '../../domain/cron-job/schedule.js';
 import {
   CRON_JOB_STREAM_TYPE,
   type CreateCronJob,
@@ -29,7 +35,7 @@ import {
   type Occurrence,
 } from '../../domain/cron-job.js';
 import type { ExistingJobRun, JobRunCommand, JobRunEvent, JobRunState } from '../../domain/job-run.js';
-import { ConcurrencyError, NotFoundError, ValidationError } from '../../errors.js';
+import { ConcurrencyError, ConflictError, NotFoundError, ValidationError } from '../../errors.js';
 import {
   type AggregateCommands,
   type CommandHandler,
@@ -42,6 +48,7 @@ import { cronJobAggregate } from './job-descriptor.js';
 import { buildLedger, type LedgerEntry, upcomingOccurrences } from './ledger.js';
 import { createRunsInTransaction } from './run-creation.js';
 import { jobRunAggregate } from './run-descriptor.js';
+import { type CronQuotas, quotaOf } from './settings.js';
 
 type Times = Date | string;
 
@@ -54,6 +61,8 @@ export interface CronServiceSettings {
   maxTimeoutMs: number;
   /** Most runs one backfill creates (HERALD_CRON_BACKFILL_MAX). */
   backfillMax: number;
+  /** Per organization: the shortest interval between occurrences, the most active jobs. */
+  quotas: CronQuotas;
 }
 
 export interface CronServiceDeps {
@@ -72,7 +81,12 @@ export interface BackfillResult {
   skipped: string[];
 }
 
-const DEFAULTS: CronServiceSettings = { defaultTimeoutMs: 30_000, maxTimeoutMs: 300_000, backfillMax: 1_000 };
+const DEFAULTS: CronServiceSettings = {
+  defaultTimeoutMs: 30_000,
+  maxTimeoutMs: 300_000,
+  backfillMax: 1_000,
+  quotas: { defaults: { minIntervalSeconds: 1, maxActiveJobs: 1_000 }, organizations: {} },
+};
 
 const iso = (value: Times) => (value instanceof Date ? value : new Date(value)).toISOString();
 
@@ -91,17 +105,25 @@ export class CronService {
   async create(input: NewCronJob, meta?: EventMeta): Promise<ExistingCronJob> {
     const jobId = input.jobId ?? randomUUID();
     this.checkTimeout(input.timeoutMs);
-    const result = await this.jobs.handle(
-      jobId,
-      (now) => ({
-        ...input,
-        type: 'CreateCronJob',
+    const organizationId = typeof input.organizationId === 'string' ? input.organizationId.trim() : '';
+    this.checkInterval(organizationId, input.schedule);
+    const result = await this.deps.db.transaction(async (tx) => {
+      // An active job takes a place of the organization's quota, counted under its lock (held to the commit).
+      if (input.paused !== true) await this.checkActiveJobs(tx, organizationId);
+      return this.jobs.handleInTransaction(
+        tx,
         jobId,
-        now,
-        timeoutMs: input.timeoutMs ?? this.settings.defaultTimeoutMs,
-      }),
-      meta ? { meta } : {},
-    );
+        (now) => ({
+          ...input,
+          type: 'CreateCronJob',
+          jobId,
+          now,
+          timeoutMs: input.timeoutMs ?? this.settings.defaultTimeoutMs,
+        }),
+        meta ? { meta } : {},
+      );
+    });
+    this.jobs.signalAfterCommit([result]);
     return result.state as ExistingCronJob;
   }
 
@@ -112,6 +134,8 @@ export class CronService {
     meta?: EventMeta,
   ): Promise<ExistingCronJob> {
     this.checkTimeout(changes.timeoutMs);
+    if (changes.schedule !== undefined)
+      this.checkInterval((await this.get(jobId)).organizationId, changes.schedule);
     return this.job(
       jobId,
       (now) => ({ type: 'UpdateCronJob', jobId, now, changes, ...(by ? { by } : {}) }),
@@ -127,7 +151,12 @@ export class CronService {
   async resume(jobId: string, by: string, meta?: EventMeta): Promise<ExistingCronJob> {
     const { job } = await this.withRuns(
       jobId,
-      async () => (now) => ({ type: 'ResumeCronJob', jobId, now, by }),
+      async (tx) => {
+        // A paused job takes a place of the quota again (the job locked first, then the quota).
+        const loaded = await cronJobAggregate.store.load(tx, jobId, { forUpdate: true });
+        if (loaded?.state.status === 'paused') await this.checkActiveJobs(tx, loaded.state.organizationId);
+        return (now) => ({ type: 'ResumeCronJob', jobId, now, by });
+      },
       meta,
     );
     return job;
@@ -269,6 +298,46 @@ export class CronService {
         { field: 'timeoutMs' },
       );
     }
+  }
+
+  /** A schedule that can fire sooner after an occurrence than the organization's minimum interval: 422. */
+  checkInterval(organizationId: string, schedule: unknown): void {
+    if (typeof schedule !== 'string') return; // the decider names what is wrong with it
+    const { minIntervalSeconds } = quotaOf(this.settings.quotas, organizationId);
+    if (minIntervalSeconds <= 1) return; // a cron expression names whole seconds at the finest
+    let shortest: number;
+    try {
+      shortest = shortestInterval(schedule.trim(), minIntervalSeconds);
+    } catch {
+      return; // not a cron expression: the decider's ValidationError says why
+    }
+    if (shortest < minIntervalSeconds) {
+      throw new ValidationError(
+        `cron expression '${schedule.trim()}' can fire ${shortest} s after an occurrence; organization ` +
+          `${organizationId}'s cron jobs fire at most every ${minIntervalSeconds} s (${this.quotaSource(organizationId, 'HERALD_CRON_MIN_INTERVAL_SECONDS')})`,
+        { field: 'schedule', schedule, minIntervalSeconds, shortestIntervalSeconds: shortest },
+      );
+    }
+  }
+
+  /** One more active job past the organization's most: 409 (counted under its quota lock, in `tx`). */
+  private async checkActiveJobs(tx: SqlClient, organizationId: string): Promise<void> {
+    const { maxActiveJobs } = quotaOf(this.settings.quotas, organizationId);
+    const active = await lockedActiveCronJobs(tx, organizationId);
+    if (active >= maxActiveJobs) {
+      throw new ConflictError(
+        `organization ${organizationId} has ${active} active cron jobs, the most it may have ` +
+          `(${maxActiveJobs}, ${this.quotaSource(organizationId, 'HERALD_CRON_MAX_ACTIVE_JOBS')}): pause or delete one first, or create this one paused`,
+        { limit: 'maxActiveJobs', maxActiveJobs, activeJobs: active },
+      );
+    }
+  }
+
+  /** The setting an organization's quota comes from: its own entry, or the default's variable. */
+  private quotaSource(organizationId: string, variable: string): string {
+    return Object.hasOwn(this.settings.quotas.organizations, organizationId)
+      ? `HERALD_CRON_ORGANIZATION_LIMITS, else ${variable}`
+      : variable;
   }
 
   private async job(

@@ -1,7 +1,8 @@
 /**
  * The cron slice's settings (seed 004, ADR 0011): the executors' outbound allowlist and limits, the
- * SMTP server of `email` jobs, stale-run recovery and backfill bounds. Composed into the configuration
- * by the slice's registration (`config.cron`).
+ * SMTP server of `email` jobs, stale-run recovery and backfill bounds, and each organization's quotas (the
+ * shortest interval between a job's occurrences, the most active jobs; issue 23, ADR 0029). Composed into
+ * the configuration by the slice's registration (`config.cron`).
  */
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
@@ -9,6 +10,49 @@ import { urlPasswords } from '../../settings/connections.js';
 import type { HeraldConfig } from '../../settings/core.js';
 import { describeSetting as d, defineSettings, type SettingsOf } from '../../settings/fragment.js';
 import { flag, positiveInt, url } from '../../settings/validators.js';
+
+/** One organization's cron quotas. */
+export interface CronQuota {
+  /** The shortest interval between two occurrences of one job's schedule (seconds). */
+  readonly minIntervalSeconds: number;
+  /** The most jobs the organization may have active (paused and deleted jobs do not count). */
+  readonly maxActiveJobs: number;
+}
+
+/** Quotas per organization: its own where configured, else the defaults. */
+export interface CronQuotas {
+  readonly defaults: CronQuota;
+  readonly organizations: Readonly<Record<string, Partial<CronQuota>>>;
+}
+
+/** The quota of one organization (its overrides over the defaults). */
+export function quotaOf(quotas: CronQuotas, organizationId: string): CronQuota {
+  const own = Object.hasOwn(quotas.organizations, organizationId)
+    ? quotas.organizations[organizationId]
+    : undefined;
+  return { ...quotas.defaults, ...own };
+}
+
+const DAY_SECONDS = 86_400;
+const minInterval = positiveInt.max(DAY_SECONDS);
+const maxActive = positiveInt.max(1_000_000);
+
+const organizationLimits = z
+  .string()
+  .transform((text, ctx) => {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'must be a JSON object' });
+      return z.NEVER;
+    }
+  })
+  .pipe(
+    z.record(
+      z.string().min(1).max(200),
+      z.strictObject({ minIntervalSeconds: minInterval.optional(), maxActiveJobs: maxActive.optional() }),
+    ),
+  );
 
 /** Cron jobs (ADR 0011): the executors' outbound allowlist and limits, and the SMTP server of `email` jobs. */
 export interface CronSettings {
@@ -30,6 +74,8 @@ export interface CronSettings {
   /** SMTP server of `email` jobs (smtp:// or smtps://, credentials in the URL); unset: email jobs fail. */
   readonly smtpUrl: string | undefined;
   readonly smtpFrom: string | undefined;
+  /** Per organization: the shortest interval between occurrences, the most active jobs. */
+  readonly quotas: CronQuotas;
 }
 
 export const cronSettings = defineSettings({
@@ -63,6 +109,18 @@ export const cronSettings = defineSettings({
       'a queued or running run without a sign of life this long whose message is no longer in flight is reclaimed (the attempt counts as failed)',
     ),
     HERALD_CRON_BACKFILL_MAX: d(positiveInt.max(100_000).default(1_000), 'most runs one backfill creates'),
+    HERALD_CRON_MIN_INTERVAL_SECONDS: d(
+      minInterval.default(1),
+      "the shortest interval between two occurrences of a job's schedule, per organization (wall-clock times; up to 86400): a schedule that can fire sooner after a previous occurrence is refused with 422 naming `schedule` (`1`: every second-level schedule is allowed)",
+    ),
+    HERALD_CRON_MAX_ACTIVE_JOBS: d(
+      maxActive.default(1_000),
+      'the most active cron jobs one organization may have (paused and deleted ones do not count): one more create or resume is refused with 409 naming this limit',
+    ),
+    HERALD_CRON_ORGANIZATION_LIMITS: d(
+      organizationLimits.optional(),
+      'organizations with their own quotas, as JSON: `{"org-1":{"minIntervalSeconds":60,"maxActiveJobs":20}}` (a missing member takes the default above)',
+    ),
     HERALD_SMTP_URL: d(
       url(['smtp', 'smtps']).optional(),
       'SMTP server of `email` jobs (`smtp://user:pass@host:port`, `smtps://…`)',
@@ -96,6 +154,13 @@ export const cronSettings = defineSettings({
       backfillMax: e.HERALD_CRON_BACKFILL_MAX,
       smtpUrl: e.HERALD_SMTP_URL,
       smtpFrom: e.HERALD_SMTP_FROM,
+      quotas: {
+        defaults: {
+          minIntervalSeconds: e.HERALD_CRON_MIN_INTERVAL_SECONDS,
+          maxActiveJobs: e.HERALD_CRON_MAX_ACTIVE_JOBS,
+        },
+        organizations: e.HERALD_CRON_ORGANIZATION_LIMITS ?? {},
+      },
     };
   },
 });

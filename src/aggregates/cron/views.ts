@@ -56,6 +56,10 @@ const cronJobFields = z.object({
   createdAt: instant,
   updatedAt: instant,
   deletedAt: instant.nullable(),
+  idempotencyKey: z
+    .string()
+    .nullable()
+    .describe('the Idempotency-Key header the job was created with (null: none)'),
 });
 sameKeys<SameKeys<ExistingCronJob, z.output<typeof cronJobFields>>>(true);
 

@@ -10,7 +10,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { listOrganizationActions } from '../../adapters/postgres/scheduled-action-queries.js';
 import type { Principal } from '../../api/auth.js';
-import { owned, principalOf, sendCommand } from '../../api/http.js';
+import { idempotencyKeyOf, owned, principalOf, sendCommand } from '../../api/http.js';
 import type { RouteDeps } from '../../api/module.js';
 import {
   commandProblems,
@@ -128,7 +128,10 @@ export const actionRoutes: FastifyPluginAsyncZod<RouteDeps<ActionServices>> = as
     async (request, reply) => {
       const { organizationId } = principalOf(request);
       return sendCommand(commands, request, reply, async (s, meta) => {
-        const action = await s.actions.schedule({ ...request.body, organizationId }, meta);
+        const action = await s.actions.schedule(
+          { ...request.body, organizationId, idempotencyKey: idempotencyKeyOf(request) },
+          meta,
+        );
         return {
           status: 201,
           body: actionOut(action),

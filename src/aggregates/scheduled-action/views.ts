@@ -46,6 +46,10 @@ const actionFields = z.object({
   outcome: z.enum(ACTION_OUTCOMES).nullable(),
   createdAt: instant,
   statusChangedAt: instant,
+  idempotencyKey: z
+    .string()
+    .nullable()
+    .describe('the Idempotency-Key header the action was created with (null: none)'),
 });
 sameKeys<SameKeys<ExistingAction, z.output<typeof actionFields>>>(true);
 

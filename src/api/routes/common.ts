@@ -24,6 +24,7 @@ const DESCRIPTIONS: Record<number, string> = {
   413: 'the body is too large',
   415: 'the body is not application/json',
   422: 'the request breaks a domain rule, or holds what cannot be stored (NUL, a lone surrogate, nesting too deep): field errors in `errors`; or the Idempotency-Key was used for another request',
+  429: 'too many failed authentications from your address (HERALD_API_AUTH_FAILURE_LIMIT per HERALD_API_AUTH_FAILURE_WINDOW_SECONDS), or your share of a capacity limit is taken (`limit` names its setting): retry after `Retry-After`',
   500: 'an internal fault (logged with the request id)',
   502: 'billing did not answer (timeouts, connection errors, 5xx): nothing changed that a retry cannot finish; retry after `Retry-After` with the same Idempotency-Key, and the charge is made once under its stable key',
   503: 'a dependency (the database) is unavailable; retry later',
@@ -42,12 +43,12 @@ const problemsFor = (statuses: readonly number[]) =>
  * Error responses of a read: a query or path value can break a rule after validation too (a NUL or a
  * lone surrogate, a range the domain refuses, an unknown topic), a 422 naming the field.
  */
-export const readProblems = problemsFor([400, 401, 403, 404, 422, 500, 503]);
+export const readProblems = problemsFor([400, 401, 403, 404, 422, 429, 500, 503]);
 /** Error responses of a command (body, state, Idempotency-Key). */
-export const commandProblems = problemsFor([400, 401, 403, 404, 409, 413, 415, 422, 500, 503]);
+export const commandProblems = problemsFor([400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503]);
 
 /** Error responses of a command that charges through the billing port (SMS create, resend). */
-export const chargeProblems = problemsFor([400, 401, 402, 403, 404, 409, 413, 415, 422, 500, 502, 503]);
+export const chargeProblems = problemsFor([400, 401, 402, 403, 404, 409, 413, 415, 422, 429, 500, 502, 503]);
 
 /** The Idempotency-Key header, documented on every command. */
 export const IDEMPOTENCY_HEADER_DOC =

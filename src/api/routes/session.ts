@@ -42,7 +42,7 @@ export const sessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionAuthenticat
       },
     },
     async (request, reply) => {
-      const { cookie, info } = await sessions.signIn(request.body.apiKey);
+      const { cookie, info } = await sessions.signIn(request.body.apiKey, request.ip);
       sessions.setCookie(request, reply, cookie);
       void reply.header('cache-control', 'no-store');
       return info;

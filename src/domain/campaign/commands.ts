@@ -74,6 +74,8 @@ const createCampaign = z
     startAt: instantInput.nullish(),
     dispatchDeadline: instantInput.nullish(),
     idempotencyKey: identifier.nullish(),
+    /** The Idempotency-Key header of the request that created it (HTTP API), shown on the campaign. */
+    requestIdempotencyKey: text(255).nullish(),
     /** SMS campaigns (seed 003): the definition; null/absent for LINE (and for sms drafts without one). */
     sms: smsDefinitionSchema.nullish(),
     /** LINE campaigns: the message objects sent (1..5). */

@@ -47,6 +47,8 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
           startAt: c.startAt ?? null,
           dispatchDeadline: c.dispatchDeadline ?? null,
           idempotencyKey: c.idempotencyKey ?? null,
+          // Only when the request had one: the events of other creates keep their shape.
+          ...(c.requestIdempotencyKey ? { requestIdempotencyKey: c.requestIdempotencyKey } : {}),
           mode: c.mode,
           at: c.now,
           ...(c.sms ? { sms: c.sms } : {}),

@@ -42,6 +42,8 @@ const campaignCreated = event('CampaignCreated', {
   startAt: storedInstant.nullable(),
   dispatchDeadline: storedInstant.nullable(),
   idempotencyKey: id.nullable(),
+  /** The Idempotency-Key header it was created with (absent in events from before issue 23: none). */
+  requestIdempotencyKey: id.nullish(),
   mode: z.enum(['draft', 'building']),
   at: storedInstant,
   /** SMS campaigns only (absent on LINE campaigns and on events written before seed 003's part 1). */

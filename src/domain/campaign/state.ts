@@ -33,6 +33,8 @@ export interface CampaignFields {
   readonly lineOaId: string | null;
   readonly name: string;
   readonly idempotencyKey: string | null;
+  /** The Idempotency-Key header of the request that created it, or null. */
+  readonly requestIdempotencyKey: string | null;
   /** When dispatch may start; null = instant (activation goes to QUEUED). */
   readonly startAt: string | null;
   /** A SCHEDULED campaign not claimed by this time expires instead; null = no deadline. */
@@ -124,9 +126,10 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
   switch (event.type) {
     case 'CampaignCreated': {
       if (state.status !== 'NONE') throw unfit(state, event);
-      const { mode, at, sms, line, ...fields } = event.data;
+      const { mode, at, sms, line, requestIdempotencyKey, ...fields } = event.data;
       return {
         ...fields,
+        requestIdempotencyKey: requestIdempotencyKey ?? null,
         sms: sms ? newSmsFacts(sms) : null,
         line: line ? newLineFacts(line.messages) : null,
         status: mode === 'building' ? 'BUILDING' : 'DRAFT',

@@ -34,6 +34,8 @@ const createCronJob = z.strictObject({
   ...definition,
   /** Created paused (nothing fires until it is resumed). */
   paused: z.boolean().optional(),
+  /** The Idempotency-Key the job was created with (HTTP API), shown on the job. */
+  idempotencyKey: text(255).nullish(),
   by: actor.optional(),
 });
 

@@ -94,6 +94,8 @@ export function decideCronJob(command: CronJobCommand, state: CronJobState): Cro
           retry: c.retry ?? retryPolicy.parse({}),
           paused: c.paused ?? false,
           nextRunAt: nextAfter(schedule, c.now),
+          // Only when the request had one: the events of other creates keep their shape.
+          ...(c.idempotencyKey ? { idempotencyKey: c.idempotencyKey } : {}),
           at: c.now,
           by: c.by ?? null,
         },

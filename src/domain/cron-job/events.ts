@@ -44,6 +44,8 @@ const cronJobCreated = event('CronJobCreated', {
   ...jobDefinition,
   paused: z.boolean(),
   nextRunAt: storedInstant.nullable(),
+  /** The Idempotency-Key it was created with (absent in events from before issue 23: none). */
+  idempotencyKey: id.nullish(),
   at: storedInstant,
   by: id.nullable(),
 });

@@ -6,7 +6,7 @@
  * wall times on one instant fire once. Defaults follow cron tradition: a fixed-time job first and shift,
  * an interval job both and skip. ADR 0011.
  */
-import { Cron } from 'croner';
+import { Cron, CronPattern } from 'croner';
 import { ValidationError } from '../../errors.js';
 
 export type AmbiguousTimePolicy = 'first' | 'last' | 'both';
@@ -179,6 +179,83 @@ export function validateSchedule(expression: string, timezone: string): void {
       timezone,
     });
   }
+}
+
+// ─── the shortest interval ──────────────────────────────────────────────────────────────────────────
+
+const DAY = 86_400;
+const valuesOf = (flags: readonly number[]) => flags.flatMap((on, value) => (on ? [value] : []));
+
+/** The smallest difference between two consecutive values (Infinity for fewer than two). */
+function smallestStep(values: readonly number[]): number {
+  let step = Number.POSITIVE_INFINITY;
+  for (let i = 1; i < values.length; i++) step = Math.min(step, values[i]! - values[i - 1]!);
+  return step;
+}
+
+/** Whether the expression's day fields (day of month, month, weekday) ever fire on two consecutive days. */
+function firesOnConsecutiveDays(expression: string): boolean {
+  const fields = expression.trim().split(/\s+/);
+  const dayFields = fields.slice(fields.length === 6 ? 3 : 2);
+  const days = new Cron(`0 0 0 ${dayFields.join(' ')}`, { utcOffset: 0, mode: '5-or-6-parts' });
+  // Nine years from 2000 hold two leap days and every weekday on every date of the year: a pair of
+  // consecutive days (31 December and 1 January, 29 February and 1 March, Sunday and Monday) shows by then.
+  const start = Date.UTC(2000, 0, 1);
+  const end = Date.UTC(2009, 0, 1);
+  let previous: number | null = null;
+  for (let step = 0, at = start - 1; step < 2_000; step++) {
+    const next = days.nextRun(new Date(at));
+    if (!next || next.getTime() > end) return false;
+    if (previous !== null && next.getTime() - previous === DAY * 1000) return true;
+    previous = next.getTime();
+    at = previous;
+  }
+  return false;
+}
+
+const intervals = new Map<string, number>();
+
+/**
+ * The shortest interval (seconds) between two consecutive wall-clock times the expression names, exact
+ * below `upTo` (default a day); `upTo` means at least that. Pure: from the expression's fields alone. Within a day the times are every hour × minute
+ * × second of the fields, so the shortest step is within a minute (consecutive seconds), across a minute
+ * boundary (the last second of one chosen minute to the first of the next), or across an hour boundary;
+ * across midnight only if two consecutive days fire. A DST change can bring two occurrences closer in
+ * real time (the quota is judged on wall-clock times).
+ */
+export function shortestInterval(expression: string, upTo = DAY): number {
+  const key = `${upTo}|${expression}`;
+  let found = intervals.get(key);
+  if (found === undefined) {
+    found = Math.min(upTo, shortestIntervalOf(expression, upTo));
+    if (intervals.size >= SCHEDULE_CACHE_LIMIT) intervals.clear();
+    intervals.set(key, found);
+  }
+  return found;
+}
+
+function shortestIntervalOf(expression: string, upTo: number): number {
+  const pattern = new CronPattern(expression, undefined, { mode: '5-or-6-parts' });
+  const seconds = valuesOf(pattern.second);
+  const minutes = valuesOf(pattern.minute);
+  const hours = valuesOf(pattern.hour);
+  const secondSpan = seconds.at(-1)! - seconds[0]!;
+  const hourSpan = minutes.at(-1)! * 60 + seconds.at(-1)! - (minutes[0]! * 60 + seconds[0]!);
+  const daySpan =
+    hours.at(-1)! * 3600 +
+    minutes.at(-1)! * 60 +
+    seconds.at(-1)! -
+    (hours[0]! * 3600 + minutes[0]! * 60 + seconds[0]!);
+  let shortest = Math.min(
+    smallestStep(seconds),
+    smallestStep(minutes) * 60 - secondSpan,
+    smallestStep(hours) * 3600 - hourSpan,
+  );
+  // Across midnight: the day's last time to the next day's first, when two consecutive days fire.
+  if (DAY - daySpan < Math.min(shortest, upTo) && firesOnConsecutiveDays(expression)) {
+    shortest = DAY - daySpan;
+  }
+  return shortest;
 }
 
 // ─── the schedule ───────────────────────────────────────────────────────────────────────────────────

@@ -39,6 +39,8 @@ export interface CronJobFields {
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly deletedAt: string | null;
+  /** The Idempotency-Key the job was created with, or null. */
+  readonly idempotencyKey: string | null;
 }
 
 export interface NoCronJob {
@@ -71,9 +73,10 @@ const unpaused = { pausedAt: null, pausedReason: null, pausedBy: null } as const
 export function evolveCronJob(state: CronJobState, event: CronJobEvent): CronJobState {
   if (event.type === 'CronJobCreated') {
     if (state.status !== 'NONE') throw unfit(state, event);
-    const { paused, at, by, payload, ...fields } = event.data;
+    const { paused, at, by, payload, idempotencyKey, ...fields } = event.data;
     const common = {
       ...fields,
+      idempotencyKey: idempotencyKey ?? null,
       payload: payload as JobPayload,
       lastOccurrenceAt: null,
       createdAt: at,

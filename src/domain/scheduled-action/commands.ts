@@ -49,6 +49,8 @@ const scheduleAction = z
     priorSignal: z
       .strictObject({ signalId: z.uuid(), name: identifier, receivedAt: instantInput })
       .optional(),
+    /** The Idempotency-Key the action was created with (HTTP API), shown on the action. */
+    idempotencyKey: text(255).nullish(),
     claimWith,
   })
   .superRefine((c, ctx) => {

@@ -56,6 +56,8 @@ export function decideScheduledAction(
         wait: c.wait ?? null,
         expiry: c.expiry ?? null,
         maxRetries: c.maxRetries,
+        // Only when the request had one: the events of other creates keep their shape.
+        ...(c.idempotencyKey ? { idempotencyKey: c.idempotencyKey } : {}),
         at: now,
       },
     };

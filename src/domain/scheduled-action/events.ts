@@ -42,6 +42,8 @@ const actionScheduled = event('ActionScheduled', {
   wait: waitSchema.nullable(),
   expiry: expirySchema.nullable(),
   maxRetries: z.number().int().nonnegative(),
+  /** The Idempotency-Key it was created with (absent in events from before issue 23: none). */
+  idempotencyKey: text.nullish(),
   at: storedInstant,
 });
 

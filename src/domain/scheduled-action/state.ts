@@ -62,6 +62,8 @@ export interface ActionFields {
   readonly outcome: ActionOutcome | null;
   readonly createdAt: string;
   readonly statusChangedAt: string;
+  /** The Idempotency-Key the action was created with, or null. */
+  readonly idempotencyKey: string | null;
 }
 
 export interface NoAction {
@@ -92,9 +94,10 @@ export function evolveScheduledAction(
   switch (event.type) {
     case 'ActionScheduled': {
       if (state.status !== 'NONE') throw unfit(state, event);
-      const { at, ...fields } = event.data;
+      const { at, idempotencyKey, ...fields } = event.data;
       return {
         ...fields,
+        idempotencyKey: idempotencyKey ?? null,
         status: 'pending',
         retryCount: 0,
         unlockedBy: null,

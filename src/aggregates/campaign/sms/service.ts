@@ -329,6 +329,7 @@ export class SmsCampaignService {
             startAt: checked.rules.startAt,
             dispatchDeadline: dispatchDeadlineFor(checked.rules.startAt, settings),
             sms: smsDefinition(definition, 'csv'),
+            requestIdempotencyKey: options.idempotency?.key ?? null,
           }),
           { expectedVersion: 0, ...(options.meta ? { meta: options.meta } : {}) },
         );
@@ -454,6 +455,7 @@ export class SmsCampaignService {
           startAt,
           dispatchDeadline: dispatchDeadlineFor(startAt, this.deps.settings),
           sms: smsDefinition(definition, 'inline'),
+          requestIdempotencyKey: options.idempotency?.key ?? null,
         }),
         { expectedVersion: 0, ...metaOption },
       );
