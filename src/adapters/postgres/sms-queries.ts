@@ -425,6 +425,21 @@ export async function recordUploadProgress(
   return rowCount === 1;
 }
 
+/** A failed build attempt's reason, on the upload it still holds (retried when it goes stale). */
+export const RECORD_UPLOAD_ERROR = `
+  update campaign_upload set error = $3
+   where campaign_id = $1 and attempt = $2 and status = 'IN_PROGRESS'`;
+
+export async function recordUploadError(
+  sql: SqlClient,
+  campaignId: string,
+  attempt: number,
+  error: string,
+): Promise<boolean> {
+  const { rowCount } = await sql.query(RECORD_UPLOAD_ERROR, [campaignId, attempt, error]);
+  return rowCount === 1;
+}
+
 export const FINISH_UPLOAD = `
   update campaign_upload
      set status = $3, error = $4, finished_at = now(), heartbeat_at = now(),
