@@ -32,6 +32,8 @@ import {
   loadUpload,
   lockDueBuilds,
   nextBuildDueInMs,
+  REJECTED_ROWS_KEPT,
+  type RejectedRow,
   readUploadChunk,
   recordUploadError,
   recordUploadProgress,
@@ -132,6 +134,8 @@ class Build {
   segments = 0;
   costUnits = 0;
   readonly byReason: Partial<Record<RejectionReason, number>> = {};
+  /** The first rejected rows, with their line in the file (the upload lists them). */
+  readonly rejectedRows: RejectedRow[] = [];
   batch: FrozenRecipient[] = [];
   /** rowsRead at the last saved batch or progress record. */
   flushedAt = 0;
@@ -144,9 +148,12 @@ class Build {
     readonly attempt: number,
   ) {}
 
-  reject(reason: RejectionReason): void {
+  reject(reason: RejectionReason, line: number, value: string): void {
     this.rejected++;
     this.byReason[reason] = (this.byReason[reason] ?? 0) + 1;
+    if (this.rejectedRows.length < REJECTED_ROWS_KEPT) {
+      this.rejectedRows.push({ line, value: value.slice(0, 64), reason });
+    }
   }
 
   progress(): BuildProgress {
@@ -155,6 +162,7 @@ class Build {
       accepted: this.accepted,
       rejected: this.rejected,
       rejectedByReason: { ...this.byReason },
+      rejectedRows: [...this.rejectedRows],
     };
   }
 }
@@ -281,13 +289,17 @@ export class SmsCampaignBuilder {
     const personalized = sms.templateType === 'PERSONALIZED';
     const seen = new MsisdnSet(Math.min(upload.sizeBytes / 12, settings.bulkMaxRecipients));
     const records = Readable.from(chunksOf(db, upload.id, upload.chunks), { highWaterMark: 1 }).pipe(
-      parse({ bom: true, relax_column_count: true, skip_empty_lines: true, trim: true }),
+      // info: each record with the file line it ends on (a rejected row is listed with its line).
+      parse({ bom: true, info: true, relax_column_count: true, skip_empty_lines: true, trim: true }),
     );
     let first = true;
     let msisdnColumn = 0;
     let tagColumns: [string, number][] = [];
     try {
-      for await (const record of records as AsyncIterable<string[]>) {
+      for await (const { record, info } of records as AsyncIterable<{
+        record: string[];
+        info: { lines: number };
+      }>) {
         if (first) {
           first = false;
           if (personalized) {
@@ -313,11 +325,11 @@ export class SmsCampaignBuilder {
         const raw = record[msisdnColumn] ?? '';
         const number = normalizeMsisdn(raw);
         if (!number) {
-          build.reject('invalid-msisdn');
+          build.reject('invalid-msisdn', info.lines, raw);
           continue;
         }
         if (!seen.add(number.msisdn)) {
-          build.reject('duplicate');
+          build.reject('duplicate', info.lines, raw);
           continue;
         }
         const values = personalized
@@ -330,7 +342,7 @@ export class SmsCampaignBuilder {
           number,
         );
         if (!prepared.ok) {
-          build.reject(prepared.reason);
+          build.reject(prepared.reason, info.lines, raw);
           continue;
         }
         build.accepted++;
