@@ -74,7 +74,7 @@ describe('campaigns in the browser', () => {
     await waitFor(async () => (await statusOf(p)) === 'PAUSED', { what: 'PAUSED on the page' });
     await command(p, 'Resume', 'Resume', 'freeze lifted');
     await waitFor(async () => (await statusOf(p)) === 'SCHEDULED', { what: 'SCHEDULED again' });
-    await command(p, 'Cancel', 'Cancel campaign', 'client withdrew the offer');
+    await command(p, 'Cancel campaign', 'Cancel campaign', 'client withdrew the offer');
     await waitFor(async () => (await statusOf(p)) === 'CANCELLED', { what: 'CANCELLED on the page' });
     // A cancelled campaign offers no controls.
     expect(await p.page.locator('.page-header').getByRole('button').count()).toBe(0);
