@@ -22,6 +22,7 @@ import {
 } from '../components';
 import { formatCount, formatRelative, formatTime } from '../format';
 import { LineCampaignPanels } from './line';
+import { type TimelineGroup, timelineItems } from './timeline-groups';
 import './pages-b.css';
 import './campaign-detail.css';
 
@@ -171,7 +172,7 @@ function UploadPanel({ c }: { c: Campaign }) {
         <div data-testid="upload-panel">
           {u.error ? (
             <div
-              className={u.status === 'FAILED' ? 'upload-error error-banner' : 'upload-error warn-banner'}
+              className={u.status === 'FAILED' ? 'reason-banner error-banner' : 'reason-banner warn-banner'}
               role={u.status === 'FAILED' ? 'alert' : 'status'}
               data-testid="upload-error"
             >
@@ -340,68 +341,10 @@ function summary(data: unknown): string {
   return parts.join(' · ');
 }
 
-/** Events a campaign records per batch of recipients: many of each, folded into one group per type. */
-const RECIPIENT_EVENTS = new Set([
-  'CampaignRecipientsAdded',
-  'CampaignRecipientsDispatched',
-  'CampaignDeliveryReported',
-  'CampaignRetriesReleased',
-  'CampaignRecipientsRefunded',
-]);
-
 /** Messages shown before "show N more" (a dispatch batch has one per submission chunk). */
 const MESSAGES_SHOWN = 2;
 
-interface CommandGroup {
-  key: string;
-  correlationId: string | null;
-  actor: string | null;
-  events: TimelineEvent[];
-}
-
-type TimelineItem =
-  | { kind: 'group'; group: CommandGroup }
-  | { kind: 'bundle'; type: string; groups: CommandGroup[] };
-
-/**
- * Events grouped by the command that caused them (same correlation id, consecutive), newest first;
- * then every command made only of one recipient event type (a dispatch batch, a delivery roll-up, a
- * refund) folded into one expandable group per type, where its newest one was: a campaign with a
- * handful of recipients otherwise shows a screenful per report.
- */
-export function timelineItems(events: readonly TimelineEvent[]): TimelineItem[] {
-  const groups: CommandGroup[] = [];
-  for (const event of [...events].reverse()) {
-    const last = groups.at(-1);
-    if (last && event.correlationId && last.correlationId === event.correlationId) {
-      last.events.push(event);
-      // Walking newest first: the group's earliest event is the command's own; its actor issued it.
-      last.actor = event.actor;
-    } else
-      groups.push({
-        key: `${event.position}`,
-        correlationId: event.correlationId,
-        actor: event.actor,
-        events: [event],
-      });
-  }
-  const items: TimelineItem[] = [];
-  const bundles = new Map<string, { kind: 'bundle'; type: string; groups: CommandGroup[] }>();
-  for (const group of groups) {
-    const type = group.events[0]!.type;
-    if (RECIPIENT_EVENTS.has(type) && group.events.every((e) => e.type === type)) {
-      const bundle = bundles.get(type);
-      if (bundle) {
-        bundle.groups.push(group);
-        continue;
-      }
-      const created = { kind: 'bundle' as const, type, groups: [group] };
-      bundles.set(type, created);
-      items.push(created);
-    } else items.push({ kind: 'group', group });
-  }
-  return items;
-}
+type CommandGroup = TimelineGroup<TimelineEvent>;
 
 /** The numbers a bundle's events carry (recipients, delivered, failed, …), summed. */
 function bundleTotals(groups: readonly CommandGroup[]): string {
@@ -756,8 +699,10 @@ export function CampaignDetail() {
         actions={controls.length > 0 ? controls : null}
       />
       {c.status === 'FAILED' && c.failureReason && !csv ? (
-        <div className="error-banner" role="alert" data-testid="failure-reason">
-          <strong>Failed:</strong> {c.failureReason}
+        <div className="error-banner reason-banner" role="alert" data-testid="failure-reason">
+          <span>
+            <strong>Failed:</strong> {c.failureReason}
+          </span>
         </div>
       ) : null}
       {csv ? <UploadPanel c={c} /> : null}
