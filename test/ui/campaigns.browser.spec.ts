@@ -233,7 +233,7 @@ describe('an SMS timeline in the browser', () => {
     const dispatched = timeline.locator(
       '[data-testid="timeline-event"][data-type="CampaignRecipientsDispatched"]',
     );
-    const more = dispatched.getByRole('button', { name: /^Show \d+ more messages$/ });
+    const more = dispatched.getByRole('button', { name: /^Show \d+ more messages?$/ });
     if ((await more.count()) > 0) {
       await more.first().click();
       expect(await dispatched.first().getByTestId('timeline-message').count()).toBeGreaterThan(2);

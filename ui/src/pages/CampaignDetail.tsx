@@ -410,7 +410,7 @@ function Messages({ messages }: { messages: readonly Message[] }) {
         <button type="button" className="link small-text more-messages" onClick={() => setAll(!all)}>
           {all
             ? 'Show fewer messages'
-            : `Show ${formatCount(messages.length - MESSAGES_SHOWN)} more messages`}
+            : `Show ${formatCount(messages.length - MESSAGES_SHOWN)} more ${messages.length - MESSAGES_SHOWN === 1 ? 'message' : 'messages'}`}
         </button>
       ) : null}
     </>

@@ -66,6 +66,9 @@ function Recipients({ c }: { c: Campaign }) {
   }
   const planned = c.line?.plan?.recipients;
   if (planned != null) return <>{formatCount(planned)}</>;
+  // A broadcast's plan does not count its friends: those LINE accepted it for, once sent.
+  const accepted = c.line?.progress?.recipientsAccepted;
+  if (accepted) return <span title="recipients LINE accepted">{formatCount(accepted)}</span>;
   return (
     <span className="muted" title={`${c.castType}: counted when its delivery is planned`}>
       —
