@@ -176,16 +176,18 @@ function UploadPanel({ c }: { c: Campaign }) {
               role={u.status === 'FAILED' ? 'alert' : 'status'}
               data-testid="upload-error"
             >
-              <strong>
-                {u.status === 'FAILED'
-                  ? c.status === 'CANCELLED'
-                    ? 'The build was stopped: '
-                    : 'The build failed: '
-                  : u.status === 'CHARGING'
-                    ? 'The charge waits: '
-                    : 'The last build attempt failed: '}
-              </strong>
-              {u.error}
+              <span>
+                <strong>
+                  {u.status === 'FAILED'
+                    ? c.status === 'CANCELLED'
+                      ? 'The build was stopped: '
+                      : 'The build failed: '
+                    : u.status === 'CHARGING'
+                      ? 'The charge waits: '
+                      : 'The last build attempt failed: '}
+                </strong>
+                {u.error}
+              </span>
             </div>
           ) : null}
           <dl className="kv">
