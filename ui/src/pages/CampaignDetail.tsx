@@ -631,7 +631,8 @@ export function CampaignDetail() {
       />,
     );
   }
-  if (allowed.has('resend') && c.channel === 'sms') {
+  // An SMS campaign that failed before sending (a CSV build) has no failed recipient to resend.
+  if (allowed.has('resend') && c.channel === 'sms' && (sms?.progress.failed ?? 0) > 0) {
     controls.push(<ResendButton key="resend" c={c} onDone={refetch} />);
   }
   if (allowed.has('resend') && c.channel === 'line') {
