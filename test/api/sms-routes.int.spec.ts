@@ -190,6 +190,48 @@ describe('POST /v1/campaigns/bulk', () => {
     expect(otherFile.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
   });
 
+  it('GET /v1/campaigns/{id}/upload: the build as it stands; 404 for another organization or an inline campaign', async () => {
+    const csv = 'msisdn\n01712345679\n';
+    const created = await bulk({ ...meta, name: 'upload view' }, csv);
+    const id = created.body.campaign.campaignId;
+    const upload = await api.request('GET', `/v1/campaigns/${id}/upload`, { key });
+    expect(upload.status, upload.text).toBe(200);
+    expect(upload.body).toMatchObject({
+      id: created.body.upload.id,
+      status: 'PENDING',
+      attempt: 0,
+      rejectedCount: 0,
+      rejectedRows: [],
+      error: null,
+    });
+    const stranger = await api.request('GET', `/v1/campaigns/${id}/upload`, {
+      key: await api.key('org-sms-api-other'),
+    });
+    expectProblem(stranger, 404);
+    const inline = await post('/v1/campaigns', smsBody({ name: 'inline, no upload' }));
+    expect(inline.status, inline.text).toBe(201);
+    expectProblem(await api.request('GET', `/v1/campaigns/${inline.body.campaignId}/upload`, { key }), 404);
+  });
+
+  it('a BUILDING campaign without saved recipients is cancelled at once (nothing charged): its upload FAILED', async () => {
+    const created = await bulk({ ...meta, name: 'cancel while building' }, 'msisdn\n01712345680\n');
+    const id = created.body.campaign.campaignId;
+    const before = await api.request('GET', `/v1/campaigns/${id}`, { key });
+    expect(before.body.commands).toContain('cancel');
+    const cancelled = await post(`/v1/campaigns/${id}/cancel`, { reason: 'wrong file' });
+    expect(cancelled.status, cancelled.text).toBe(200);
+    expect(cancelled.body).toMatchObject({ status: 'CANCELLED', sms: { recipients: 0 } });
+    const upload = await api.request('GET', `/v1/campaigns/${id}/upload`, { key });
+    expect(upload.body).toMatchObject({ status: 'FAILED', error: 'cancelled during its build: wrong file' });
+    const { rows } = await api.t.db.query(
+      'select 1 from billing_entry where organization_id = $1 and key = $2',
+      [ORG, `campaign:${id}`],
+    );
+    expect(rows).toEqual([]);
+    // Cancelled is final: a second cancel is refused naming the status.
+    expectProblem(await post(`/v1/campaigns/${id}/cancel`, {}), 409);
+  });
+
   it('422: transactional traffic, a missing meta or file, a non-multipart body', async () => {
     const transactional = await bulk({ ...meta, messageType: 'TRANSACTIONAL' }, '01712345678\n');
     expect(transactional.body.errors).toContainEqual(

@@ -16,6 +16,7 @@ describe('sms settings', () => {
       bulkMaxBytes: 256 * 1024 * 1024,
       buildBatchSize: 1_000,
       buildStaleMs: 300_000,
+      buildMaxAttempts: 3,
       dispatchBatchSize: 999,
       sink: 'kafka',
       submitTopic: 'sms.submit',

@@ -480,6 +480,28 @@ describe('SMS campaign: RecordDispatch', () => {
     });
   });
 
+  it('a CSV build without a saved recipient is cancelled at once (nothing charged); with one, refused', () => {
+    const started = run([cmd.startBuild()], building());
+    const state = given(started)
+      .when({ type: 'CancelCampaign', campaignId: ID, now: at(2), reason: 'wrong file' })
+      .then([
+        {
+          type: 'CampaignCancellationRequested',
+          data: { from: 'BUILDING', reason: 'wrong file', at: at(2) },
+        },
+        { type: 'CampaignCancelled', data: { at: at(2) } },
+      ]);
+    expect(state).toMatchObject({ status: 'CANCELLED', sms: { recipients: 0, chargeKey: null } });
+    // The fenced attempt's next batch is refused.
+    given(run([{ type: 'CancelCampaign', campaignId: ID, now: at(2) }], started))
+      .when(cmd.add(2, { buildAttempt: 1 }))
+      .thenThrows(IllegalStateError);
+    // A batch saved: the build is about to charge; it activates or fails on its own.
+    given(run([cmd.add(2, { buildAttempt: 1 })], started))
+      .when({ type: 'CancelCampaign', campaignId: ID, now: at(2) })
+      .thenThrows(IllegalStateError, /its build has saved 2 recipients/);
+  });
+
   it('a charged SMS campaign cancelled waits in CANCELLING for its refunds (part 2)', () => {
     given(queued())
       .when({ type: 'CancelCampaign', campaignId: ID, now: at(3) })

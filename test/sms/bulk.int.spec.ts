@@ -143,6 +143,14 @@ describe('generic CSV', () => {
       rejectedCount: 5,
       rejectedByReason: { duplicate: 2, 'invalid-msisdn': 2, 'no-route': 1 },
     });
+    // Each rejected row with its line in the file (the header is line 1) and its cell as written.
+    expect(u.rejectedRows).toEqual([
+      { line: 3, value: '+8801712345678', reason: 'duplicate' },
+      { line: 4, value: '0171234', reason: 'invalid-msisdn' },
+      { line: 5, value: 'not-a-number', reason: 'invalid-msisdn' },
+      { line: 6, value: '+447911123456', reason: 'no-route' },
+      { line: 8, value: '8801712345678', reason: 'duplicate' },
+    ]);
   });
 
   it('no accepted recipient: FAILED, nothing charged', async () => {

@@ -74,7 +74,7 @@ describe('campaigns in the browser', () => {
     await waitFor(async () => (await statusOf(p)) === 'PAUSED', { what: 'PAUSED on the page' });
     await command(p, 'Resume', 'Resume', 'freeze lifted');
     await waitFor(async () => (await statusOf(p)) === 'SCHEDULED', { what: 'SCHEDULED again' });
-    await command(p, 'Cancel', 'Cancel campaign', 'client withdrew the offer');
+    await command(p, 'Cancel campaign', 'Cancel campaign', 'client withdrew the offer');
     await waitFor(async () => (await statusOf(p)) === 'CANCELLED', { what: 'CANCELLED on the page' });
     // A cancelled campaign offers no controls.
     expect(await p.page.locator('.page-header').getByRole('button').count()).toBe(0);
@@ -171,6 +171,76 @@ describe('campaigns in the browser', () => {
     expect(await event('CampaignActivated').textContent()).toMatch(/by api-key:/);
     await event('CampaignClaimed').waitFor();
     await event('CampaignCompleted').waitFor();
+  });
+});
+
+describe('an SMS timeline in the browser', () => {
+  it('six recipients: repeated recipient events fold into one group per type, an event shows two messages until asked', async () => {
+    const key = await ui.dashboard.key(ORG, 'operator');
+    await new PostgresLedger(ui.dashboard.t.db).credit({ organizationId: ORG, key: 'top-up', amount: '100' });
+    const names = ['Amina', 'Rahim', 'Nusrat', 'Karim', 'Sadia', 'Tanvir'];
+    const created = await ui.dashboard.request('POST', '/v1/campaigns', {
+      key,
+      body: {
+        channel: 'sms',
+        ...inlineRequest({
+          name: 'Six recipients',
+          messageType: 'TRANSACTIONAL',
+          campaignId: undefined,
+          recipients: names.map((name, i) => ({
+            msisdn: `0171234560${i}`,
+            tags: { name, balance: `${100 + i}.00` },
+          })),
+        }),
+      },
+    });
+    expect(created.status, created.text).toBe(201);
+    const id = created.body.campaignId as string;
+    const p = await ui.page();
+    await p.signIn(key);
+    await p.goto(`/campaigns/${id}`);
+    // The simulated network rejects every message: each report rolled up, each failure refunded.
+    await waitFor(async () => (await statusOf(p)) === 'FAILED', {
+      what: 'FAILED on the page',
+      timeoutMs: 60_000,
+    });
+    const { rows } = await ui.dashboard.t.db.query<{ type: string; n: number }>(
+      `select type, count(*)::int as n from event where stream_id = $1 group by type`,
+      [id],
+    );
+    const recorded = Object.fromEntries(rows.map((r) => [r.type, r.n]));
+    await p.page.reload();
+    const timeline = p.page.getByTestId('timeline');
+    await timeline.locator('[data-testid="timeline-event"][data-type="CampaignFailed"]').waitFor();
+    // No event shows more than two messages until asked.
+    for (const event of await timeline.locator('[data-testid="timeline-event"]').all()) {
+      expect(await event.getByTestId('timeline-message').count()).toBeLessThanOrEqual(2);
+    }
+    // Each recipient event type recorded more than once by commands of its own is one group, saying how many.
+    for (const type of ['CampaignDeliveryReported', 'CampaignRecipientsRefunded']) {
+      const bundles = timeline.locator(`[data-testid="timeline-bundle"][data-type="${type}"]`);
+      expect(await bundles.count(), type).toBeLessThanOrEqual(1);
+      if ((await bundles.count()) === 1) {
+        const head = (await bundles.textContent()) ?? '';
+        expect(head).toContain(`× ${recorded[type]} in`);
+        expect(await bundles.getByTestId('timeline-event').count()).toBe(0);
+        await bundles.getByRole('button', { name: `Show all ${recorded[type]}` }).click();
+        expect(await bundles.getByTestId('timeline-event').count()).toBe(recorded[type]);
+        await bundles.getByRole('button', { name: 'Hide them' }).click();
+      }
+    }
+    // Dispatch messages beyond the second behind a button that shows them.
+    const dispatched = timeline.locator(
+      '[data-testid="timeline-event"][data-type="CampaignRecipientsDispatched"]',
+    );
+    const more = dispatched.getByRole('button', { name: /^Show \d+ more messages?$/ });
+    if ((await more.count()) > 0) {
+      await more.first().click();
+      expect(await dispatched.first().getByTestId('timeline-message').count()).toBeGreaterThan(2);
+    }
+    // The whole page stays short: it was 4,000 px for six recipients.
+    const box = await timeline.boundingBox();
+    expect(box!.height).toBeLessThan(2_000);
   });
 });
 

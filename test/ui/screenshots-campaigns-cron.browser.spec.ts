@@ -6,7 +6,8 @@
  * operator's would be: LINE campaigns paused, resumed and sent end to end through the dashboard's LINE
  * test server (a multicast with every kind of content, one LINE refuses), a scheduled one in the edit
  * form, SMS campaigns charged with
- * their recipients, cron jobs whose webhooks hit a real HTTP server on loopback (a slow target so
+ * their recipients, CSV campaigns (rejected rows, an unreadable file, a build retried after a database
+ * error, with its cancel dialog open), cron jobs whose webhooks hit a real HTTP server on loopback (a slow target so
  * occurrences are skipped for overlap, a failing one that retries, a pause, a backfill, a manual run).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -36,7 +37,16 @@ const ui = useDashboard({
 const ORG = 'org-demo';
 let key: string;
 let http: TestHttpServer;
-const ids: { line?: string; refused?: string; scheduled?: string; sms?: string; sync?: string } = {};
+const ids: {
+  line?: string;
+  refused?: string;
+  scheduled?: string;
+  sms?: string;
+  sync?: string;
+  csv?: string;
+  csvFailed?: string;
+  csvRetrying?: string;
+} = {};
 
 async function shoot(p: UiPage, name: string): Promise<void> {
   await p.page.waitForLoadState('networkidle').catch(() => {});
@@ -50,6 +60,32 @@ const api = async (method: string, path: string, body?: unknown) => {
   if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${r.text}`);
   return r.body;
 };
+
+/** A CSV campaign (multipart, as the dashboard's users upload them); its id. */
+async function bulk(name: string, rows: string[]): Promise<string> {
+  const form = new FormData();
+  form.append(
+    'meta',
+    JSON.stringify({
+      name,
+      messageType: 'PROMOTIONAL',
+      lang: 'bn',
+      campaignId: 'BTRC-2030-014',
+      templateType: 'GENERIC',
+      template: 'শুভ নববর্ষ! আজই ৩০% ছাড়।',
+      fileName: `${name.split(' ')[0]!.toLowerCase()}.csv`,
+    }),
+  );
+  form.append('file', new Blob([`${rows.join('\n')}\n`], { type: 'text/csv' }), 'numbers.csv');
+  const response = await fetch(`${ui.dashboard.url}/v1/campaigns/bulk`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}` },
+    body: form,
+  });
+  const text = await response.text();
+  if (response.status !== 202) throw new Error(`POST /v1/campaigns/bulk: ${response.status} ${text}`);
+  return JSON.parse(text).campaign.campaignId as string;
+}
 
 const line = (name: string, extra: Parameters<typeof lineCampaign>[1] = {}) =>
   lineCampaign(name, { lineOaId: 'oa-main', ...extra });
@@ -127,6 +163,39 @@ beforeAll(async () => {
 
   // SMS: charged campaigns with their recipients (one number in two of them).
   await new PostgresLedger(ui.dashboard.t.db).credit({ organizationId: ORG, key: 'top-up', amount: '5000' });
+  // CSV campaigns built by the worker: one with rejected rows, one the parser cannot read, one whose
+  // attempts fail (a trigger raises a real PostgreSQL error on its recipient inserts) and waits to retry.
+  await ui.dashboard.t.db.query(`
+    create function demo_disk_full() returns trigger language plpgsql as $$
+    begin
+      if exists (select 1 from campaign_upload u where u.campaign_id = new.campaign_id
+                  and u.meta->>'name' = 'Loyalty members (CRM export)') then
+        raise exception 'could not extend file "base/16384/24576": No space left on device' using errcode = '53100';
+      end if;
+      return new;
+    end $$;
+    create trigger demo_disk_full before insert on campaign_recipient
+      for each row execute function demo_disk_full();`);
+  ids.csv = await bulk('Pohela Boishakh (CSV)', [
+    'msisdn',
+    '01712345601',
+    '01812345602',
+    'n/a',
+    '01912345603',
+    '+8801712345601',
+    '0171234',
+    '01512345604',
+    '+447911123456',
+    '01612345605',
+  ]);
+  ids.csvFailed = await bulk('Ramadan greetings (CSV)', [
+    'msisdn',
+    '01712345611',
+    '01812345612',
+    '"01912345613',
+    '01612345614',
+  ]);
+  ids.csvRetrying = await bulk('Loyalty members (CRM export)', ['msisdn', '01712345621', '01812345622']);
   const eid = await api('POST', '/v1/campaigns', {
     channel: 'sms',
     ...inlineRequest({ name: 'Eid offer — Dhaka' }),
@@ -216,6 +285,14 @@ beforeAll(async () => {
     what: 'the outlet clearance FAILED',
     timeoutMs: 60_000,
   });
+  const upload = (id: string) => api('GET', `/v1/campaigns/${id}/upload`);
+  await waitFor(async () => (await upload(ids.csv!)).status === 'DONE', { what: 'the CSV built' });
+  await waitFor(async () => (await upload(ids.csvFailed!)).status === 'FAILED', {
+    what: 'the unreadable CSV failed',
+  });
+  await waitFor(async () => (await upload(ids.csvRetrying!)).error !== null, {
+    what: "the CRM export's first attempt failed",
+  });
 }, 300_000);
 
 afterAll(async () => {
@@ -255,6 +332,21 @@ describe('campaign, recipient and cron pages with demo data', () => {
     await p.goto(`/campaigns/${ids.sms}`);
     await p.page.getByTestId('campaign-progress').waitFor();
     await shoot(p, 'campaign-detail-sms');
+
+    await p.goto(`/campaigns/${ids.csv}`);
+    await p.page.getByTestId('rejected-row').nth(3).waitFor();
+    await shoot(p, 'campaign-detail-csv');
+
+    await p.goto(`/campaigns/${ids.csvFailed}`);
+    await p.page.getByTestId('upload-error').getByText('the CSV cannot be read').waitFor();
+    await shoot(p, 'campaign-detail-csv-failed');
+
+    await p.goto(`/campaigns/${ids.csvRetrying}`);
+    await p.page.getByTestId('upload-error').getByText('build attempt 1 of 3 failed').waitFor();
+    await p.page.locator('.page-header').getByRole('button', { name: 'Cancel campaign' }).click();
+    await p.page.getByRole('dialog').getByLabel('Reason').fill('the CRM export will be sent again tomorrow');
+    await shoot(p, 'campaign-detail-csv-retrying');
+    await p.page.getByRole('dialog').getByRole('button', { name: 'Keep campaign' }).click();
 
     await p.goto('/recipients');
     await p.page.getByLabel('Phone number').fill('+880 1812-345678');

@@ -14,7 +14,8 @@ import type { BuildProgress } from './sms-queries.js';
 export const PEND_UPLOAD_CHARGE = `
   update campaign_upload
      set status = 'CHARGING', error = $3, heartbeat_at = now(), charge_pending_since = now(), charge_attempts = 1,
-         rows_read = $4, accepted_count = $5, rejected_count = $6, rejected_by_reason = $7::jsonb
+         rows_read = $4, accepted_count = $5, rejected_count = $6, rejected_by_reason = $7::jsonb,
+         rejected_rows = $8::jsonb
    where campaign_id = $1 and attempt = $2 and status = 'IN_PROGRESS'`;
 
 /** IN_PROGRESS → CHARGING by the attempt that holds it; false when it no longer does. */
@@ -33,6 +34,7 @@ export async function pendUploadCharge(
     progress.accepted,
     progress.rejected,
     JSON.stringify(progress.rejectedByReason),
+    JSON.stringify(progress.rejectedRows),
   ]);
   return rowCount === 1;
 }

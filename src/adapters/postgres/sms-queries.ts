@@ -325,6 +325,7 @@ export interface UploadRow {
   acceptedCount: number;
   rejectedCount: number;
   rejectedByReason: Record<string, number>;
+  rejectedRows: RejectedRow[];
   error: string | null;
   heartbeatAt: Date | null;
   finishedAt: Date | null;
@@ -334,7 +335,7 @@ export const SELECT_UPLOAD = `
   select id::text, campaign_id::text as "campaignId", organization_id as "organizationId", status, meta,
          file_name as "fileName", size_bytes::float8 as "sizeBytes", sha256, chunks, attempt,
          rows_read::float8 as "rowsRead", accepted_count as "acceptedCount", rejected_count as "rejectedCount",
-         rejected_by_reason as "rejectedByReason", error, heartbeat_at as "heartbeatAt", finished_at as "finishedAt"
+         rejected_by_reason as "rejectedByReason", rejected_rows as "rejectedRows", error, heartbeat_at as "heartbeatAt", finished_at as "finishedAt"
     from campaign_upload where campaign_id = $1`;
 
 export async function loadUpload(sql: SqlClient, campaignId: string): Promise<UploadRow | null> {
@@ -395,17 +396,30 @@ export async function startUploadBuilds(
     throw new Error(`${builds.length - rowCount} upload(s) changed during their claim`);
 }
 
+/** A row the build rejected: its line in the file, its MSISDN cell as written, why. */
+export interface RejectedRow {
+  line: number;
+  value: string;
+  reason: string;
+}
+
 export interface BuildProgress {
   rowsRead: number;
   accepted: number;
   rejected: number;
   rejectedByReason: Record<string, number>;
+  /** The first rejected rows (REJECTED_ROWS_KEPT at most). */
+  rejectedRows: RejectedRow[];
 }
+
+/** Rejected rows kept on an upload (the counts by reason cover the rest). */
+export const REJECTED_ROWS_KEPT = 100;
 
 /** Records a build's progress; false when the attempt no longer holds the upload (taken over). */
 export const RECORD_UPLOAD_PROGRESS = `
   update campaign_upload
-     set heartbeat_at = now(), rows_read = $3, accepted_count = $4, rejected_count = $5, rejected_by_reason = $6::jsonb
+     set heartbeat_at = now(), rows_read = $3, accepted_count = $4, rejected_count = $5, rejected_by_reason = $6::jsonb,
+         rejected_rows = $7::jsonb
    where campaign_id = $1 and attempt = $2 and status = 'IN_PROGRESS'`;
 
 export async function recordUploadProgress(
@@ -421,7 +435,23 @@ export async function recordUploadProgress(
     progress.accepted,
     progress.rejected,
     JSON.stringify(progress.rejectedByReason),
+    JSON.stringify(progress.rejectedRows),
   ]);
+  return rowCount === 1;
+}
+
+/** A failed build attempt's reason, on the upload it still holds (retried when it goes stale). */
+export const RECORD_UPLOAD_ERROR = `
+  update campaign_upload set error = $3
+   where campaign_id = $1 and attempt = $2 and status = 'IN_PROGRESS'`;
+
+export async function recordUploadError(
+  sql: SqlClient,
+  campaignId: string,
+  attempt: number,
+  error: string,
+): Promise<boolean> {
+  const { rowCount } = await sql.query(RECORD_UPLOAD_ERROR, [campaignId, attempt, error]);
   return rowCount === 1;
 }
 
@@ -429,7 +459,8 @@ export const FINISH_UPLOAD = `
   update campaign_upload
      set status = $3, error = $4, finished_at = now(), heartbeat_at = now(),
          rows_read = coalesce($5, rows_read), accepted_count = coalesce($6, accepted_count),
-         rejected_count = coalesce($7, rejected_count), rejected_by_reason = coalesce($8::jsonb, rejected_by_reason)
+         rejected_count = coalesce($7, rejected_count), rejected_by_reason = coalesce($8::jsonb, rejected_by_reason),
+         rejected_rows = coalesce($9::jsonb, rejected_rows)
    where campaign_id = $1 and attempt = $2 and status = 'IN_PROGRESS'`;
 
 /** DONE or FAILED, by the attempt that holds it; false when it no longer does. */
@@ -449,6 +480,7 @@ export async function finishUpload(
     p?.accepted ?? null,
     p?.rejected ?? null,
     p ? JSON.stringify(p.rejectedByReason) : null,
+    p ? JSON.stringify(p.rejectedRows) : null,
   ]);
   return rowCount === 1;
 }

@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { findCampaignByIdempotencyKey } from '../../adapters/postgres/campaign-queries.js';
 import { readStream } from '../../adapters/postgres/event-queries.js';
+import { failUpload } from '../../adapters/postgres/sms-recovery-queries.js';
 import {
   CAMPAIGN_STREAM_TYPE,
   type CampaignCommand,
@@ -136,12 +137,26 @@ export class CampaignService {
     );
   }
 
-  cancel(campaignId: string, reason?: string, meta?: EventMeta) {
-    return this.run(
-      campaignId,
-      (now) => ({ type: 'CancelCampaign', campaignId, now, ...(reason ? { reason } : {}) }),
-      meta,
-    );
+  /**
+   * Cancels; a CSV campaign cancelled while BUILDING (nothing saved, nothing charged) has its upload
+   * FAILED in the same transaction, so no build attempt takes it again (a running one is fenced off).
+   */
+  async cancel(campaignId: string, reason?: string, meta?: EventMeta) {
+    const result = await this.deps.db.transaction(async (tx) => {
+      const cancelled = await this.campaigns.handleInTransaction(
+        tx,
+        campaignId,
+        (now) => ({ type: 'CancelCampaign', campaignId, now, ...(reason ? { reason } : {}) }),
+        meta ? { meta } : {},
+      );
+      const requested = cancelled.events.find((e) => e.type === 'CampaignCancellationRequested');
+      if (requested?.data.from === 'BUILDING') {
+        await failUpload(tx, campaignId, `cancelled during its build${reason ? `: ${reason}` : ''}`);
+      }
+      return cancelled;
+    });
+    this.campaigns.signalAfterCommit([result]);
+    return result.state as ExistingCampaign;
   }
 
   /**

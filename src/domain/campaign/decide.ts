@@ -282,6 +282,8 @@ export function decideCampaign(command: CampaignCommand, state: CampaignState): 
       // A LINE campaign is sent as one whole message and is never charged per recipient: nothing to
       // refund, so the cancellation settles at once. An SMS campaign waits for its refunds (SettleCancellation).
       if (s.channel === 'line') return [requested, { type: 'CampaignCancelled', data: { at: now } }];
+      // A CSV build without a saved recipient was never charged (the charge follows the last batch).
+      if (s.status === 'BUILDING') return [requested, { type: 'CampaignCancelled', data: { at: now } }];
       return [requested];
     }
     case 'SettleCancellation': {

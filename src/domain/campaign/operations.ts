@@ -46,13 +46,21 @@ export const CAMPAIGN_OPERATIONS = {
       : null,
   ),
   // An SMS campaign may also be cancelled while dispatching: the epoch moves, fencing the live batch.
+  // A CSV campaign may be cancelled while BUILDING until its build saved a recipient (a build that keeps
+  // failing, issue 23): nothing is charged before every recipient is saved, so nothing is refunded.
   cancel: {
     command: 'CancelCampaign',
-    statuses: (s): readonly ('QUEUED' | 'SCHEDULED' | 'PAUSED' | 'DISPATCHING')[] =>
+    statuses: (s): readonly ('BUILDING' | 'QUEUED' | 'SCHEDULED' | 'PAUSED' | 'DISPATCHING')[] =>
       s.channel === 'sms'
-        ? ['QUEUED', 'SCHEDULED', 'PAUSED', 'DISPATCHING']
+        ? s.sms?.source === 'csv'
+          ? ['BUILDING', 'QUEUED', 'SCHEDULED', 'PAUSED', 'DISPATCHING']
+          : ['QUEUED', 'SCHEDULED', 'PAUSED', 'DISPATCHING']
         : ['QUEUED', 'SCHEDULED', 'PAUSED'],
-  } as CampaignOperationEntry<'QUEUED' | 'SCHEDULED' | 'PAUSED' | 'DISPATCHING'>,
+    rule: (s) =>
+      s.status === 'BUILDING' && (s.sms?.recipients ?? 0) > 0
+        ? `its build has saved ${s.sms!.recipients} recipients: it is charged and activated, or fails, on its own`
+        : null,
+  } as CampaignOperationEntry<'BUILDING' | 'QUEUED' | 'SCHEDULED' | 'PAUSED' | 'DISPATCHING'>,
   // CMS edits (seed 000) until the first claim fixes a LINE campaign's delivery plan.
   edit: live('EditCampaign', ['DRAFT', 'SCHEDULED'], (s) =>
     s.line?.plan ? 'it was claimed: its delivery plan and content are fixed' : null,

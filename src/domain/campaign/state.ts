@@ -258,8 +258,11 @@ export function evolveCampaign(state: CampaignState, event: CampaignEvent): Camp
       return { ...s, startAt, dispatchDeadline };
     }
     case 'CampaignCancellationRequested': {
-      const s = requireStatus(state, event, ['QUEUED', 'SCHEDULED', 'PAUSED', 'DISPATCHING']);
+      const s = requireStatus(state, event, ['BUILDING', 'QUEUED', 'SCHEDULED', 'PAUSED', 'DISPATCHING']);
       if (event.data.from !== s.status) throw unfit(state, event, `from is ${event.data.from}`);
+      if (s.status === 'BUILDING' && (s.sms?.source !== 'csv' || s.sms.recipients > 0)) {
+        throw unfit(state, event, 'only a CSV build without saved recipients is cancelled');
+      }
       const cancelling = {
         ...s,
         status: 'CANCELLING' as const,

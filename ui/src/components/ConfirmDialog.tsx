@@ -1,7 +1,8 @@
 /**
  * The confirmation every command goes through: what will happen, a reason when the command records one
  * (kept with the command's events), and the server's refusal shown in place if it refuses. Closes on
- * success; Escape or Cancel closes without doing anything.
+ * success; Escape or the dismiss button closes without doing anything. Both buttons say what they do
+ * ("Keep campaign" / "Cancel campaign"), never a bare "Cancel" beside a page's red "Cancel" command.
  */
 import { type ReactNode, useEffect, useId, useRef, useState } from 'react';
 import { useSession } from '../api/client';
@@ -12,6 +13,8 @@ export interface ConfirmDialogProps {
   title: string;
   description?: ReactNode;
   confirmLabel: string;
+  /** The button that closes without doing anything, named by what it keeps (default "Go back"). */
+  dismissLabel?: string;
   /** Ask for a reason (required, trimmed, ≤ 1000 characters) and pass it to onConfirm. */
   requireReason?: boolean;
   /** Red confirm button (cancel, skip, delete). */
@@ -30,6 +33,7 @@ export function ConfirmDialog({
   title,
   description,
   confirmLabel,
+  dismissLabel = 'Go back',
   requireReason = false,
   danger = false,
   confirmDisabled = false,
@@ -108,7 +112,7 @@ export function ConfirmDialog({
         <ErrorBanner error={error} />
         <div className="modal-actions">
           <button type="button" onClick={onClose} disabled={busy}>
-            Cancel
+            {dismissLabel}
           </button>
           <button
             type="button"

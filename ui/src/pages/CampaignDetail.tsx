@@ -22,7 +22,9 @@ import {
 } from '../components';
 import { formatCount, formatRelative, formatTime } from '../format';
 import { LineCampaignPanels } from './line';
+import { type TimelineGroup, timelineItems } from './timeline-groups';
 import './pages-b.css';
+import './campaign-detail.css';
 
 type Campaign = Schemas['Campaign'];
 type Timeline = Schemas['CampaignTimeline'];
@@ -132,10 +134,130 @@ function SmsProgress({ sms }: { sms: Sms }) {
       <ProgressBar sms={sms} />
       <p className="muted small-text">
         {sms.messageType.toLowerCase()} · {formatCount(sms.submissions)} submission chunks ·{' '}
-        {formatCount(sms.rejected)} rows rejected
+        {sms.rejected > 0 ? (
+          <a href="#rejected-rows">{formatCount(sms.rejected)} rows rejected</a>
+        ) : (
+          `${formatCount(sms.rejected)} rows rejected`
+        )}
         {window ? ` · send window ${str(window.start)}–${str(window.end)} ${str(window.timezone)}` : ''}
       </p>
     </>
+  );
+}
+
+type Upload = Schemas['SmsCampaignUpload'];
+
+const REJECTION_LABELS: Record<string, string> = {
+  'invalid-msisdn': 'not a valid number',
+  duplicate: 'duplicate of an earlier row',
+  'no-route': 'no route to its operator',
+};
+
+/**
+ * A CSV campaign's file and build: status, attempts, rows read / accepted / rejected, why it failed (the
+ * parser's message and line, the last attempt's error) or why its last attempt failed (retried), and the
+ * rejected rows — counts by reason and the first 100 with their line and cell.
+ */
+function UploadPanel({ c }: { c: Campaign }) {
+  const upload = useQuery({
+    queryKey: ['campaigns', c.campaignId, 'upload', c.status, c.statusChangedAt],
+    queryFn: () => unwrap(api.GET('/v1/campaigns/{id}/upload', { params: { path: { id: c.campaignId } } })),
+  });
+  useLive(['campaigns'], () => void upload.refetch());
+  const u: Upload | undefined = upload.data;
+  return (
+    <Card title="Upload" actions={u ? <StatusBadge status={u.status} /> : null}>
+      <ErrorBanner error={upload.error} />
+      {u ? (
+        <div data-testid="upload-panel">
+          {u.error ? (
+            <div
+              className={u.status === 'FAILED' ? 'reason-banner error-banner' : 'reason-banner warn-banner'}
+              role={u.status === 'FAILED' ? 'alert' : 'status'}
+              data-testid="upload-error"
+            >
+              <span>
+                <strong>
+                  {u.status === 'FAILED'
+                    ? c.status === 'CANCELLED'
+                      ? 'The build was stopped: '
+                      : 'The build failed: '
+                    : u.status === 'CHARGING'
+                      ? 'The charge waits: '
+                      : 'The last build attempt failed: '}
+                </strong>
+                {u.error}
+              </span>
+            </div>
+          ) : null}
+          <dl className="kv">
+            <dt>File</dt>
+            <dd>
+              {u.fileName ?? <span className="muted">unnamed</span>}{' '}
+              <span className="muted small-text">{formatCount(u.sizeBytes)} bytes</span>
+            </dd>
+            <dt>Rows</dt>
+            <dd>
+              {formatCount(u.rowsRead)} read · {formatCount(u.acceptedCount)} accepted ·{' '}
+              {formatCount(u.rejectedCount)} rejected
+            </dd>
+            <dt>Build attempts</dt>
+            <dd>{formatCount(u.attempt)}</dd>
+            {u.finishedAt ? (
+              <>
+                <dt>Finished</dt>
+                <dd>{formatTime(u.finishedAt)}</dd>
+              </>
+            ) : null}
+          </dl>
+          {u.rejectedCount > 0 ? <RejectedRows u={u} /> : null}
+        </div>
+      ) : (
+        <p className="muted">Loading…</p>
+      )}
+    </Card>
+  );
+}
+
+function RejectedRows({ u }: { u: Upload }) {
+  const reasons = Object.entries(u.rejectedByReason).sort((a, b) => b[1] - a[1]);
+  return (
+    <div id="rejected-rows" data-testid="rejected-rows">
+      <h3 className="small-heading">
+        {formatCount(u.rejectedCount)} rejected {u.rejectedCount === 1 ? 'row' : 'rows'}
+      </h3>
+      <ul className="reason-counts">
+        {reasons.map(([reason, n]) => (
+          <li key={reason}>
+            <strong>{formatCount(n)}</strong> {REJECTION_LABELS[reason] ?? reason}{' '}
+            <span className="mono muted small-text">{reason}</span>
+          </li>
+        ))}
+      </ul>
+      <table className="data-table compact rejected-table" aria-label="rejected rows">
+        <thead>
+          <tr>
+            <th className="num">Line</th>
+            <th>Value</th>
+            <th>Reason</th>
+          </tr>
+        </thead>
+        <tbody>
+          {u.rejectedRows.map((r) => (
+            <tr key={r.line} data-testid="rejected-row">
+              <td className="num mono">{r.line}</td>
+              <td className="mono">{r.value || <span className="muted">(empty)</span>}</td>
+              <td>{REJECTION_LABELS[r.reason] ?? r.reason}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {u.rejectedCount > u.rejectedRows.length ? (
+        <p className="muted small-text">
+          The first {formatCount(u.rejectedRows.length)} of {formatCount(u.rejectedCount)} rejected rows.
+        </p>
+      ) : null}
+    </div>
   );
 }
 
@@ -221,83 +343,145 @@ function summary(data: unknown): string {
   return parts.join(' · ');
 }
 
-/** Events grouped by the command that caused them (same correlation id, consecutive). */
+/** Messages shown before "show N more" (a dispatch batch has one per submission chunk). */
+const MESSAGES_SHOWN = 2;
+
+type CommandGroup = TimelineGroup<TimelineEvent>;
+
+/** The numbers a bundle's events carry (recipients, delivered, failed, …), summed. */
+function bundleTotals(groups: readonly CommandGroup[]): string {
+  const totals = new Map<string, number>();
+  for (const g of groups)
+    for (const e of g.events) {
+      const data = (e.data ?? {}) as Record<string, unknown>;
+      for (const key of ['recipients', 'delivered', 'failed', 'refunded', 'submitted', 'released']) {
+        const n = data[key];
+        if (typeof n === 'number') totals.set(key, (totals.get(key) ?? 0) + n);
+      }
+    }
+  return [...totals].map(([k, n]) => `${k}: ${formatCount(n)}`).join(' · ');
+}
+
+function TimelineBundle({
+  type,
+  groups,
+  render,
+}: {
+  type: string;
+  groups: CommandGroup[];
+  render(g: CommandGroup): ReactNode;
+}) {
+  const [open, setOpen] = useState(false);
+  const events = groups.flatMap((g) => g.events);
+  const times = events.map((e) => e.recordedAt).sort();
+  const actors = [...new Set(groups.map((g) => g.actor ?? 'unknown actor'))];
+  const totals = bundleTotals(groups);
+  return (
+    <li className="timeline-group" data-testid="timeline-bundle" data-type={type}>
+      <div className="timeline-bundle">
+        <div className="timeline-bundle-head">
+          <strong>{type}</strong>
+          <span>
+            × {formatCount(events.length)} in {formatCount(groups.length)} commands
+          </span>
+          <span className="small-text">by {actors.join(', ')}</span>
+          <span className="mono small-text muted">
+            {formatTime(times[0]!)} – {formatTime(times.at(-1)!)}
+          </span>
+          <button type="button" className="link" aria-expanded={open} onClick={() => setOpen(!open)}>
+            {open ? 'Hide them' : `Show all ${formatCount(events.length)}`}
+          </button>
+        </div>
+        {totals ? <div className="small-text event-summary">{totals}</div> : null}
+        {open ? <ol className="timeline">{groups.map(render)}</ol> : null}
+      </div>
+    </li>
+  );
+}
+
+/** An event's outbox messages: the first few, the rest behind "show N more". */
+function Messages({ messages }: { messages: readonly Message[] }) {
+  const [all, setAll] = useState(false);
+  const shown = all ? messages : messages.slice(0, MESSAGES_SHOWN);
+  return (
+    <>
+      {shown.map((m) => (
+        <MessageChain key={m.messageId} m={m} />
+      ))}
+      {messages.length > MESSAGES_SHOWN ? (
+        <button type="button" className="link small-text more-messages" onClick={() => setAll(!all)}>
+          {all
+            ? 'Show fewer messages'
+            : `Show ${formatCount(messages.length - MESSAGES_SHOWN)} more ${messages.length - MESSAGES_SHOWN === 1 ? 'message' : 'messages'}`}
+        </button>
+      ) : null}
+    </>
+  );
+}
+
 function CampaignTimeline({ timeline }: { timeline: Timeline }) {
   const [open, setOpen] = useState<number | null>(null);
   const messageEvents = new Map<string, TimelineEvent>();
   for (const e of timeline.events) for (const m of e.messages) messageEvents.set(m.messageId, e);
-  const groups: {
-    key: string;
-    correlationId: string | null;
-    actor: string | null;
-    events: TimelineEvent[];
-  }[] = [];
-  for (const event of [...timeline.events].reverse()) {
-    const last = groups.at(-1);
-    if (last && event.correlationId && last.correlationId === event.correlationId) {
-      last.events.push(event);
-      // Walking newest first: the group's earliest event is the command's own; its actor issued it.
-      last.actor = event.actor;
-    } else
-      groups.push({
-        key: `${event.position}`,
-        correlationId: event.correlationId,
-        actor: event.actor,
-        events: [event],
-      });
-  }
+  const renderGroup = (g: CommandGroup) => (
+    <li key={g.key} className="timeline-group">
+      <div className="timeline-command">
+        <span className="chain-kind">command</span>
+        <span className="actor" data-testid="timeline-actor">
+          {g.actor ?? 'unknown actor'}
+        </span>
+        {g.correlationId ? (
+          <span className="mono muted small-text"> correlation {g.correlationId}</span>
+        ) : null}
+      </div>
+      {[...g.events].reverse().map((e) => {
+        const cause = e.causationId ? messageEvents.get(e.causationId) : undefined;
+        const text = summary(e.data);
+        return (
+          <div key={e.position} className="timeline-event" data-testid="timeline-event" data-type={e.type}>
+            <div className="timeline-event-head">
+              <span className="mono small-text muted">{formatTime(e.recordedAt)}</span>{' '}
+              <button
+                type="button"
+                className="link event-type"
+                onClick={() => setOpen(open === e.position ? null : e.position)}
+              >
+                {e.type}
+              </button>{' '}
+              <span className="muted small-text">v{e.version}</span>{' '}
+              <span className="small-text">by {e.actor ?? '—'}</span>
+              {cause ? (
+                <span className="muted small-text">
+                  {' '}
+                  ← consumer of the message of {cause.type} (v{cause.version})
+                </span>
+              ) : null}
+            </div>
+            {text ? <div className="small-text event-summary">{text}</div> : null}
+            {open === e.position ? <pre className="output">{JSON.stringify(e.data, null, 2)}</pre> : null}
+            <Messages messages={e.messages} />
+          </div>
+        );
+      })}
+    </li>
+  );
   return (
     <ol className="timeline" data-testid="timeline">
       {timeline.truncated ? <li className="muted small-text">Older events are not shown.</li> : null}
-      {groups.map((g) => (
-        <li key={g.key} className="timeline-group">
-          <div className="timeline-command">
-            <span className="chain-kind">command</span>
-            <span className="actor" data-testid="timeline-actor">
-              {g.actor ?? 'unknown actor'}
-            </span>
-            {g.correlationId ? (
-              <span className="mono muted small-text"> correlation {g.correlationId}</span>
-            ) : null}
-          </div>
-          {[...g.events].reverse().map((e) => {
-            const cause = e.causationId ? messageEvents.get(e.causationId) : undefined;
-            const text = summary(e.data);
-            return (
-              <div
-                key={e.position}
-                className="timeline-event"
-                data-testid="timeline-event"
-                data-type={e.type}
-              >
-                <div className="timeline-event-head">
-                  <span className="mono small-text muted">{formatTime(e.recordedAt)}</span>{' '}
-                  <button
-                    type="button"
-                    className="link event-type"
-                    onClick={() => setOpen(open === e.position ? null : e.position)}
-                  >
-                    {e.type}
-                  </button>{' '}
-                  <span className="muted small-text">v{e.version}</span>{' '}
-                  <span className="small-text">by {e.actor ?? '—'}</span>
-                  {cause ? (
-                    <span className="muted small-text">
-                      {' '}
-                      ← consumer of the message of {cause.type} (v{cause.version})
-                    </span>
-                  ) : null}
-                </div>
-                {text ? <div className="small-text event-summary">{text}</div> : null}
-                {open === e.position ? <pre className="output">{JSON.stringify(e.data, null, 2)}</pre> : null}
-                {e.messages.map((m) => (
-                  <MessageChain key={m.messageId} m={m} />
-                ))}
-              </div>
-            );
-          })}
-        </li>
-      ))}
+      {timelineItems(timeline.events).map((item) =>
+        item.kind === 'group' ? (
+          renderGroup(item.group)
+        ) : item.groups.length === 1 ? (
+          renderGroup(item.groups[0]!)
+        ) : (
+          <TimelineBundle
+            key={`bundle-${item.type}`}
+            type={item.type}
+            groups={item.groups}
+            render={renderGroup}
+          />
+        ),
+      )}
     </ol>
   );
 }
@@ -335,6 +519,7 @@ function RescheduleButton({
         title={`Reschedule ${c.name}`}
         description="Moves the start time (it must be in the future)."
         confirmLabel="Reschedule"
+        dismissLabel="Keep start time"
         requireReason
         confirmDisabled={!valid}
         onClose={() => setOpen(false)}
@@ -378,6 +563,7 @@ export function CampaignDetail() {
   if (!campaign.data) return <p className="muted">Loading…</p>;
   const c = campaign.data;
   const sms = c.sms as unknown as Sms | null;
+  const csv = (c.sms as { source?: string } | null)?.source === 'csv';
   const path = { params: { path: { id } } };
 
   // The server says which commands this campaign's state allows (its operation catalogue).
@@ -391,6 +577,7 @@ export function CampaignDetail() {
         title={`Pause ${c.name}`}
         description={`Stops dispatching; it resumes from ${c.status.toLowerCase()}.`}
         confirmLabel="Pause"
+        dismissLabel="Keep running"
         requireReason
         onConfirm={async (reason) => {
           await unwrap(
@@ -412,6 +599,7 @@ export function CampaignDetail() {
         title={`Resume ${c.name}`}
         description={`Back to ${c.pausedFrom?.toLowerCase() ?? 'where it was'}.`}
         confirmLabel="Resume"
+        dismissLabel="Keep paused"
         requireReason
         onConfirm={async (reason) => {
           await unwrap(
@@ -443,7 +631,8 @@ export function CampaignDetail() {
       />,
     );
   }
-  if (allowed.has('resend') && c.channel === 'sms') {
+  // An SMS campaign that failed before sending (a CSV build) has no failed recipient to resend.
+  if (allowed.has('resend') && c.channel === 'sms' && (sms?.progress.failed ?? 0) > 0) {
     controls.push(<ResendButton key="resend" c={c} onDone={refetch} />);
   }
   if (allowed.has('resend') && c.channel === 'line') {
@@ -454,6 +643,7 @@ export function CampaignDetail() {
         title={`Resend ${c.name}`}
         description="Reopens the campaign (QUEUED) for the chunks LINE has not accepted, under their planned retry keys: a chunk LINE accepted is never sent again."
         confirmLabel="Resend"
+        dismissLabel="Don't resend"
         requireReason
         onConfirm={async (reason) => {
           await unwrap(api.POST('/v1/campaigns/{id}/resend', { ...path, body: { reason } }));
@@ -473,11 +663,16 @@ export function CampaignDetail() {
     controls.push(
       <CommandButton
         key="cancel"
-        label="Cancel"
+        label="Cancel campaign"
         danger
         title={`Cancel ${c.name}`}
-        description="Nothing more is sent; unsent recipients of an SMS campaign are refunded. This cannot be undone."
+        description={
+          c.status === 'BUILDING'
+            ? 'Stops its build: nothing was charged and nothing is sent. This cannot be undone.'
+            : 'Nothing more is sent; unsent recipients of an SMS campaign are refunded. This cannot be undone.'
+        }
         confirmLabel="Cancel campaign"
+        dismissLabel="Keep campaign"
         requireReason
         onConfirm={async (reason) => {
           await unwrap(api.POST('/v1/campaigns/{id}/cancel', { ...path, body: { reason } }));
@@ -506,6 +701,14 @@ export function CampaignDetail() {
         }
         actions={controls.length > 0 ? controls : null}
       />
+      {c.status === 'FAILED' && c.failureReason && !csv ? (
+        <div className="error-banner reason-banner" role="alert" data-testid="failure-reason">
+          <span>
+            <strong>Failed:</strong> {c.failureReason}
+          </span>
+        </div>
+      ) : null}
+      {csv ? <UploadPanel c={c} /> : null}
       {sms ? (
         <Card title="Progress">
           <SmsProgress sms={sms} />
@@ -549,6 +752,7 @@ function ResendButton({ c, onDone }: { c: Campaign; onDone(): Promise<void> }) {
         title={`Resend the failed recipients of ${c.name}`}
         description="Reopens the campaign (QUEUED) for its failed recipients; they are charged again, once, with the resend's own key."
         confirmLabel={p ? `Resend ${formatCount(p.recipients)} for ${p.cost}` : 'Resend'}
+        dismissLabel="Don't resend"
         requireReason
         confirmDisabled={blocked}
         onClose={() => setOpen(false)}

@@ -2,8 +2,8 @@
  * Campaigns: search by id or name, filter by status, channel and creation time, newest first with a
  * cursor ("Load more" — never an offset or a count of everything), live on the `campaigns` topic. The
  * filters live in the URL, so a filtered list can be shared and survives a reload. Each row says what
- * goes out (a LINE campaign's messages, an SMS campaign's kind), to whom (SMS recipients; a LINE broadcast's
- * friends, a multicast's audience and planned recipients) and how far it got (SMS delivered and failed;
+ * goes out (a LINE campaign's messages, an SMS campaign's kind), to how many (SMS recipients; a LINE
+ * campaign's planned recipients once planned), when it starts (a draft: not scheduled) and how far it got (SMS delivered and failed;
  * LINE chunks accepted of those planned), all from the campaign's own facts.
  */
 import { useInfiniteQuery } from '@tanstack/react-query';
@@ -54,25 +54,44 @@ function contentOf(c: Campaign): string {
   return typeof type === 'string' ? `${type.toLowerCase()} SMS` : '';
 }
 
-/** To whom: SMS recipients, or a LINE campaign's target (and its planned recipients once planned). */
+/**
+ * To whom, as a count: an SMS campaign's saved recipients, a LINE campaign's planned recipients once its
+ * delivery is planned (before that, a dash saying when it is counted — never the cast type as a count).
+ */
 function Recipients({ c }: { c: Campaign }) {
   const sms = smsFacts(c);
-  if (sms) return <>{formatCount(sms.recipients)}</>;
+  if (sms) {
+    if (c.status === 'BUILDING' && sms.recipients === 0) return <span className="muted">building…</span>;
+    return <>{formatCount(sms.recipients)}</>;
+  }
   const planned = c.line?.plan?.recipients;
-  switch (c.castType) {
-    case 'broadcast':
-      return <span className="muted">all friends</span>;
-    case 'multicast':
-      return (
-        <span title={`audience ${c.audienceId ?? '—'}`}>
-          {planned != null ? formatCount(planned) : null}{' '}
-          <span className="muted small-text mono">{c.audienceId ?? '—'}</span>
-        </span>
-      );
-    case 'narrowcast':
-      return <span className="muted small-text mono">group {c.audienceId ?? '—'}</span>;
+  if (planned != null) return <>{formatCount(planned)}</>;
+  // A broadcast's plan does not count its friends: those LINE accepted it for, once sent.
+  const accepted = c.line?.progress?.recipientsAccepted;
+  if (accepted) return <span title="recipients LINE accepted">{formatCount(accepted)}</span>;
+  return (
+    <span className="muted" title={`${c.castType}: counted when its delivery is planned`}>
+      —
+    </span>
+  );
+}
+
+/** When it starts: its start time, or what it waits for (a draft is not scheduled at all). */
+export function StartCell({ c }: { c: Pick<Campaign, 'startAt' | 'status'> }) {
+  if (c.startAt) {
+    return (
+      <span className="nowrap" title={c.startAt}>
+        {formatTime(c.startAt)}
+      </span>
+    );
+  }
+  switch (c.status) {
+    case 'DRAFT':
+      return <span className="muted">not scheduled</span>;
+    case 'BUILDING':
+      return <span className="muted">once built</span>;
     default:
-      return <span className="muted">—</span>;
+      return <span className="muted">on activation</span>;
   }
 }
 
@@ -239,14 +258,7 @@ export function Campaigns() {
     {
       key: 'startAt',
       header: 'Start',
-      render: (c) =>
-        c.startAt ? (
-          <span className="nowrap" title={c.startAt}>
-            {formatTime(c.startAt)}
-          </span>
-        ) : (
-          <span className="muted">now</span>
-        ),
+      render: (c) => <StartCell c={c} />,
     },
     {
       key: 'createdAt',

@@ -9,6 +9,9 @@
  * a refused charge (402), saying why on the upload. A charge billing does not answer leaves every recipient
  * saved and the upload CHARGING: the charge retry (smsChargeRetrySweeper) asks again with the same key
  * until billing answers, or reverses the key and fails it after HERALD_SMS_CHARGE_GIVE_UP_MINUTES.
+ * A file the parser cannot read fails at once. An attempt that throws for a transient reason (a database
+ * error) says so on the upload and is retried once stale; the last of HERALD_SMS_BUILD_MAX_ATTEMPTS gives
+ * up the same way: FAILED, recipients cleared, a charge it made reversed by its key (issue 23, item 3).
  * ADR 0014, ADR 0023.
  */
 import { Readable } from 'node:stream';
@@ -29,7 +32,10 @@ import {
   loadUpload,
   lockDueBuilds,
   nextBuildDueInMs,
+  REJECTED_ROWS_KEPT,
+  type RejectedRow,
   readUploadChunk,
+  recordUploadError,
   recordUploadProgress,
   startUploadBuilds,
 } from '../../../adapters/postgres/sms-queries.js';
@@ -71,7 +77,10 @@ export interface SmsBuildDeps extends Omit<SweeperDeps, 'batchSize'> {
   billing: BillingPort;
   /** An unanswered charge: asked again after `retryMs`, given up (reversed, FAILED) after `giveUpMs` (config.billing). */
   charge?: { retryMs: number; giveUpMs: number };
-  settings: Pick<SmsSettings, 'zone' | 'bulkMaxRecipients' | 'buildBatchSize' | 'buildStaleMs'>;
+  settings: Pick<
+    SmsSettings,
+    'zone' | 'bulkMaxRecipients' | 'buildBatchSize' | 'buildStaleMs' | 'buildMaxAttempts'
+  >;
   routing?: SmsRoutingPort;
   /** Recorded on the upload as the build's holder. */
   owner?: string;
@@ -81,8 +90,11 @@ export interface SmsBuildDeps extends Omit<SweeperDeps, 'batchSize'> {
 export interface BuildOutcome {
   campaignId: string;
   attempt: number;
-  /** CHARGING: every recipient saved, the charge unanswered; the charge retry asks again with the key. */
-  status: 'QUEUED' | 'SCHEDULED' | 'CHARGING' | 'FAILED' | 'SUPERSEDED';
+  /**
+   * CHARGING: every recipient saved, the charge unanswered; the charge retry asks again with the key.
+   * RETRYING: the attempt failed for a transient reason (said on the upload); the claim retries it.
+   */
+  status: 'QUEUED' | 'SCHEDULED' | 'CHARGING' | 'FAILED' | 'SUPERSEDED' | 'RETRYING';
   reason: string | null;
   rowsRead: number;
   accepted: number;
@@ -122,9 +134,13 @@ class Build {
   segments = 0;
   costUnits = 0;
   readonly byReason: Partial<Record<RejectionReason, number>> = {};
+  /** The first rejected rows, with their line in the file (the upload lists them). */
+  readonly rejectedRows: RejectedRow[] = [];
   batch: FrozenRecipient[] = [];
   /** rowsRead at the last saved batch or progress record. */
   flushedAt = 0;
+  /** This attempt asked billing for the charge (a give-up reverses it by its key). */
+  charging = false;
   readonly started = performance.now();
 
   constructor(
@@ -132,9 +148,12 @@ class Build {
     readonly attempt: number,
   ) {}
 
-  reject(reason: RejectionReason): void {
+  reject(reason: RejectionReason, line: number, value: string): void {
     this.rejected++;
     this.byReason[reason] = (this.byReason[reason] ?? 0) + 1;
+    if (this.rejectedRows.length < REJECTED_ROWS_KEPT) {
+      this.rejectedRows.push({ line, value: value.slice(0, 64), reason });
+    }
   }
 
   progress(): BuildProgress {
@@ -143,6 +162,7 @@ class Build {
       accepted: this.accepted,
       rejected: this.rejected,
       rejectedByReason: { ...this.byReason },
+      rejectedRows: [...this.rejectedRows],
     };
   }
 }
@@ -168,13 +188,51 @@ export class SmsCampaignBuilder {
     try {
       outcome = await this.run(build, log);
     } catch (error) {
-      if (!(error instanceof Superseded)) throw error;
-      log.warn('build attempt taken over by another worker; stopping');
-      outcome = this.outcome(build, 'SUPERSEDED', error.message);
+      outcome = await this.attemptFailed(build, error, log);
     }
     this.outcomes.push(outcome);
     log.info(outcome, `sms build ${outcome.status}`);
     return outcome;
+  }
+
+  /**
+   * An attempt that threw: taken over → SUPERSEDED. Any other error (a database or billing hiccup) is
+   * transient: before the last attempt it is recorded on the upload and the attempt left to go stale, so
+   * the claim retries it; the last attempt (HERALD_SMS_BUILD_MAX_ATTEMPTS) gives up — upload and campaign
+   * FAILED with the reason, recipients cleared, and the charge reversed by its key if this attempt asked
+   * billing for it (the one key: never charged or refunded twice).
+   */
+  private async attemptFailed(build: Build, error: unknown, log: Logger): Promise<BuildOutcome> {
+    if (error instanceof Superseded) {
+      log.warn('build attempt taken over by another worker; stopping');
+      return this.outcome(build, 'SUPERSEDED', error.message);
+    }
+    const id = build.campaign.campaignId;
+    const max = this.deps.settings.buildMaxAttempts;
+    const cause = errorMessage(error);
+    if (build.attempt < max) {
+      const staleS = Math.round(this.deps.settings.buildStaleMs / 1000);
+      const reason = `build attempt ${build.attempt} of ${max} failed: ${cause}; retried ${staleS} s after its last batch`;
+      log.warn({ err: error }, 'sms build attempt failed; retried once it goes stale');
+      try {
+        await recordUploadError(this.deps.db, id, build.attempt, reason);
+      } catch (recordError) {
+        log.error({ err: recordError }, 'could not record the failed build attempt on its upload');
+      }
+      return this.outcome(build, 'RETRYING', reason);
+    }
+    const reason = `the build failed ${max} times (HERALD_SMS_BUILD_MAX_ATTEMPTS), the last with: ${cause}; gave up with nothing charged: upload the file again`;
+    log.error({ err: error }, 'sms build failed on its last attempt; giving up');
+    try {
+      await this.fail(build, reason);
+    } catch (failError) {
+      if (failError instanceof Superseded) return this.outcome(build, 'SUPERSEDED', failError.message);
+      // Still failing: the attempt goes stale, and the next claim (past the last attempt) gives up.
+      log.error({ err: failError }, 'could not fail the build; the next claim gives up');
+      return this.outcome(build, 'RETRYING', reason);
+    }
+    if (build.charging) await this.reverse(build.campaign, reason, log);
+    return this.outcome(build, 'FAILED', reason);
   }
 
   private outcome(build: Build, status: BuildOutcome['status'], reason: string | null): BuildOutcome {
@@ -205,6 +263,16 @@ export class SmsCampaignBuilder {
       await this.reverse(campaign, reason, log);
       return this.outcome(build, 'FAILED', reason);
     }
+    if (build.attempt > settings.buildMaxAttempts) {
+      // Every attempt failed or was taken over without saving anything (a worker dying on this file):
+      // nothing was charged (a charge follows the saved recipients). Give up as the last attempt does.
+      const last = (await loadUpload(db, id))?.error;
+      const reason =
+        `the build was attempted ${settings.buildMaxAttempts} times (HERALD_SMS_BUILD_MAX_ATTEMPTS) without finishing` +
+        `${last ? ` (last: ${last})` : ''}; gave up with nothing charged: upload the file again`;
+      await this.fail(build, reason);
+      return this.outcome(build, 'FAILED', reason);
+    }
 
     const upload = await loadUpload(db, id);
     if (!upload) throw new IllegalStateError(`campaign ${id} has no upload`, { campaignId: id });
@@ -221,13 +289,17 @@ export class SmsCampaignBuilder {
     const personalized = sms.templateType === 'PERSONALIZED';
     const seen = new MsisdnSet(Math.min(upload.sizeBytes / 12, settings.bulkMaxRecipients));
     const records = Readable.from(chunksOf(db, upload.id, upload.chunks), { highWaterMark: 1 }).pipe(
-      parse({ bom: true, relax_column_count: true, skip_empty_lines: true, trim: true }),
+      // info: each record with the file line it ends on (a rejected row is listed with its line).
+      parse({ bom: true, info: true, relax_column_count: true, skip_empty_lines: true, trim: true }),
     );
     let first = true;
     let msisdnColumn = 0;
     let tagColumns: [string, number][] = [];
     try {
-      for await (const record of records as AsyncIterable<string[]>) {
+      for await (const { record, info } of records as AsyncIterable<{
+        record: string[];
+        info: { lines: number };
+      }>) {
         if (first) {
           first = false;
           if (personalized) {
@@ -253,11 +325,11 @@ export class SmsCampaignBuilder {
         const raw = record[msisdnColumn] ?? '';
         const number = normalizeMsisdn(raw);
         if (!number) {
-          build.reject('invalid-msisdn');
+          build.reject('invalid-msisdn', info.lines, raw);
           continue;
         }
         if (!seen.add(number.msisdn)) {
-          build.reject('duplicate');
+          build.reject('duplicate', info.lines, raw);
           continue;
         }
         const values = personalized
@@ -270,7 +342,7 @@ export class SmsCampaignBuilder {
           number,
         );
         if (!prepared.ok) {
-          build.reject(prepared.reason);
+          build.reject(prepared.reason, info.lines, raw);
           continue;
         }
         build.accepted++;
@@ -304,6 +376,7 @@ export class SmsCampaignBuilder {
     const total = formatUnits(build.costUnits);
     const key = campaignChargeKey(id);
     if (toUnits(total) > 0) {
+      build.charging = true;
       try {
         await this.deps.billing.deduct({
           organizationId: campaign.organizationId,

@@ -22,6 +22,7 @@ import {
   commandProblems,
   IDEMPOTENCY_HEADER_DOC,
   idempotencyHeaders,
+  readProblems,
 } from '../../../api/routes/common.js';
 import { uuidParams } from '../../../api/schemas.js';
 import { CAMPAIGN_STATUSES } from '../../../domain/campaign/status.js';
@@ -111,7 +112,22 @@ const uploadView = z
     acceptedCount: z.number().int(),
     rejectedCount: z.number().int(),
     rejectedByReason: z.record(z.string(), z.number().int()),
-    error: z.string().nullable(),
+    rejectedRows: z
+      .array(
+        z.object({
+          line: z.number().int().describe("the row's line in the file (1-based)"),
+          value: z.string().describe('its MSISDN cell as written (at most 64 characters)'),
+          reason: z.string().describe('as in rejectedByReason: invalid-msisdn, duplicate, no-route, …'),
+        }),
+      )
+      .describe('the first 100 rejected rows; rejectedByReason counts them all'),
+    attempt: z.number().int().describe('build attempts so far (HERALD_SMS_BUILD_MAX_ATTEMPTS at most)'),
+    error: z
+      .string()
+      .nullable()
+      .describe(
+        "why the build failed (FAILED: the parser's message and line, a refused charge, the last attempt's error), why its last attempt failed (IN_PROGRESS, retried), or why its charge waits (CHARGING)",
+      ),
     finishedAt: z.iso.datetime().nullable(),
   })
   .meta({ id: 'SmsCampaignUpload' });
@@ -166,6 +182,25 @@ export const smsCampaignRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices
   { commands, config },
 ) => {
   const sms = commands.readers.sms;
+
+  app.get(
+    '/campaigns/:id/upload',
+    {
+      schema: {
+        tags: ['campaigns'],
+        summary:
+          "A CSV campaign's upload: its build's status, attempts, rows read, accepted and rejected (by reason, and the first 100 rejected rows with their line), and why it failed",
+        params: uuidParams,
+        response: { 200: uploadView, ...readProblems },
+      },
+      config: { permission: 'read' },
+    },
+    async (request) => {
+      const { id } = request.params;
+      await owned('campaign', id, principalOf(request), () => commands.readers.campaigns.get(id));
+      return sms.upload(id);
+    },
+  );
 
   app.post(
     '/campaigns/:id/resend/preview',

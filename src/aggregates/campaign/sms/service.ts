@@ -17,6 +17,7 @@ import {
   listRecipients,
   loadUpload,
   type RecipientRow,
+  type RejectedRow,
   sealUpload,
   type UploadRow,
 } from '../../../adapters/postgres/sms-queries.js';
@@ -134,6 +135,10 @@ export interface UploadView {
   acceptedCount: number;
   rejectedCount: number;
   rejectedByReason: Record<string, number>;
+  /** The first rejected rows with their line (REJECTED_ROWS_KEPT at most). */
+  rejectedRows: RejectedRow[];
+  /** Build attempts so far. */
+  attempt: number;
   error: string | null;
   finishedAt: string | null;
 }
@@ -161,6 +166,8 @@ export function uploadView(row: UploadRow): UploadView {
     acceptedCount: row.acceptedCount,
     rejectedCount: row.rejectedCount,
     rejectedByReason: row.rejectedByReason,
+    rejectedRows: row.rejectedRows,
+    attempt: row.attempt,
     error: row.error,
     finishedAt: row.finishedAt ? row.finishedAt.toISOString() : null,
   };

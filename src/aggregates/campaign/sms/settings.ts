@@ -27,6 +27,8 @@ export interface SmsSettings {
   readonly buildBatchSize: number;
   /** A build attempt without a saved batch for this long is taken over (and fails safe if it saved any). */
   readonly buildStaleMs: number;
+  /** Build attempts (each failing for a transient reason, or taken over) before the build gives up: FAILED. */
+  readonly buildMaxAttempts: number;
   /** Recipients claimed per dispatch transaction (seed 003: 999). */
   readonly dispatchBatchSize: number;
   /** Where submission chunks go: Kafka (default) or RabbitMQ (a queue named like the topic). */
@@ -106,6 +108,10 @@ export const smsSettings = defineSettings({
     HERALD_SMS_BUILD_STALE_SECONDS: d(
       positiveInt.default(300),
       'a build without a saved batch this long is taken over (it fails safe if it had saved recipients)',
+    ),
+    HERALD_SMS_BUILD_MAX_ATTEMPTS: d(
+      positiveInt.max(100).default(3),
+      'build attempts of a CSV campaign: an attempt that fails for a transient reason (a database error, …) says so on the upload and is retried when it goes stale (`HERALD_SMS_BUILD_STALE_SECONDS`); the last one gives up like an unreadable file — the upload and the campaign FAILED with the reason, recipients cleared, any charge reversed by its key',
     ),
     HERALD_SMS_DISPATCH_BATCH_SIZE: d(
       positiveInt.max(10_000).default(999),
@@ -235,6 +241,7 @@ export const smsSettings = defineSettings({
       bulkMaxBytes: e.HERALD_SMS_BULK_MAX_BYTES,
       buildBatchSize: e.HERALD_SMS_BUILD_BATCH_SIZE,
       buildStaleMs: e.HERALD_SMS_BUILD_STALE_SECONDS * 1000,
+      buildMaxAttempts: e.HERALD_SMS_BUILD_MAX_ATTEMPTS,
       dispatchBatchSize: e.HERALD_SMS_DISPATCH_BATCH_SIZE,
       sink: e.HERALD_SMS_SINK,
       submitTopic: e.HERALD_SMS_SUBMIT_TOPIC,
