@@ -123,7 +123,7 @@ export function ApiKeys() {
           params: {
             query: {
               limit: 100,
-              includeRevoked: includeRevoked ? 'true' : 'false',
+              includeRevoked,
               ...(pageParam ? { cursor: pageParam } : {}),
             },
           },
