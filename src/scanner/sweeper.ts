@@ -64,7 +64,8 @@ export interface ClaimSweepDefinition<State, Command, Event extends DomainEvent>
   /**
    * Runs after the sweep's transaction committed, with its results, before the sweep returns (e.g. an
    * in-process deployment running what it just claimed); `more`: the claim came back full, another
-   * follows. A throw fails the pass; the claims stay.
+   * follows. The claim that ends a pass calls it even when it claimed nothing (empty results, `more`
+   * false). A throw fails the pass; the claims stay.
    */
   afterCommit?(results: readonly CommandResult<State, Event>[], pass: { more: boolean }): Promise<void>;
   /** Waits for work `afterCommit` left running (the scanner's stop). */
@@ -208,7 +209,8 @@ export function defineClaimSweeper<State, Command, Event extends DomainEvent>(
       record(logger, stats, meters, batch.results, definition.outcome);
       logRefusals(logger, definition.name, batch.refused);
       const more = found === deps.batchSize;
-      if (definition.afterCommit && batch.results.length > 0)
+      // Also when nothing was claimed at the end of a pass: what earlier claims left running finishes.
+      if (definition.afterCommit && (batch.results.length > 0 || !more))
         await definition.afterCommit(batch.results, { more });
       return { processed: batch.results.length, more };
     },
