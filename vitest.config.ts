@@ -5,9 +5,11 @@ import { defineConfig } from 'vitest/config';
 // its own database and uniquely named queues. The `serial` project holds the files that use the
 // seeds' fixed queue names, stop a shared broker, or (`*.serial.spec.ts`) assert exact results of
 // gap-safe reads, which any transaction open anywhere on the server delays (xmin is cluster-wide):
-// npm test runs it after the others, one file at a time. The `browser` project (test/ui/**/*.browser.spec.ts)
-// drives Debian's Chromium against `herald api` and the roles as child processes (the seeds' queue names
-// too): it runs last, one file at a time.
+// npm test runs it after the others, one file at a time. The browser projects (test/ui/**/*.browser.spec.ts)
+// drive Debian's Chromium against `herald api` and the roles as child processes (the seeds' queue names
+// too, each spec in a RabbitMQ vhost of its own): they run last, `browser` two files at a time (npm test
+// passes --maxWorkers 2), then `browser-sms` one at a time — its specs send SMS through the Kafka
+// topics, whose fixed names and consumer groups no vhost separates.
 //
 // Workers: vitest's default is one fewer than the CPUs, i.e. one on a 2-core machine, which would run
 // the integration files one after the other although most of their time is spent waiting on the
@@ -20,6 +22,12 @@ const processMetrics = [
   'test/observability/role-endpoint.int.spec.ts',
   'test/deploy/alerts.int.spec.ts',
   'test/sms/smpp-gateway.int.spec.ts',
+];
+const browserSms = [
+  'test/ui/campaigns.browser.spec.ts',
+  'test/ui/campaign-build.browser.spec.ts',
+  'test/ui/recipients.browser.spec.ts',
+  'test/ui/screenshots-campaigns-cron.browser.spec.ts',
 ];
 const serial = ['test/e2e/**/*.e2e.spec.ts', 'test/**/*broker-outage*.spec.ts', 'test/**/*.serial.spec.ts'];
 
@@ -43,8 +51,9 @@ export default defineConfig({
       { extends: true, test: { name: 'serial', include: serial, fileParallelism: false } },
       {
         extends: true,
-        test: { name: 'browser', include: ['test/ui/**/*.browser.spec.ts'], fileParallelism: false },
+        test: { name: 'browser', include: ['test/ui/**/*.browser.spec.ts'], exclude: browserSms },
       },
+      { extends: true, test: { name: 'browser-sms', include: browserSms, fileParallelism: false } },
     ],
     // Role processes the tests spawn (the CLI, children) inherit these: each serves its metrics
     // endpoint on a free loopback port instead of the default 9464 (ADR 0013).

@@ -4,8 +4,9 @@
  * a fresh database per spec file — with the UI built by the same script `npm test` runs. Every page a
  * test opens records its console errors, uncaught page errors and failed resource loads; the test fails
  * on any it did not declare expected (`allowHttp`). The roles use the seeds' fixed queue names: each
- * spec gets a RabbitMQ vhost of its own, and the specs run one file at a time (the `browser` project,
- * after the serial tier) as the Kafka topics and the machine's CPU are still shared.
+ * spec gets a RabbitMQ vhost of its own, so the `browser` project runs two files at a time; the specs
+ * that send SMS share Kafka's fixed topics and run one at a time after them (`browser-sms`,
+ * vitest.config.ts).
  *
  *   const ui = useDashboard({ roles: ['relay'] });
  *   it('…', async () => {
