@@ -32,7 +32,7 @@ afterAll(async () => {
 const create = async (overrides: Record<string, unknown> = {}) => {
   const r = await api.request('POST', '/v1/campaigns', { key, body: lineCampaignBody(overrides) });
   expect(r.status, r.text).toBe(201);
-  return r.body as { campaignId: string; status: string };
+  return r.body as { campaignId: string; status: string; startAt: string | null };
 };
 const post = (path: string, body?: unknown) =>
   api.request('POST', path, { key, ...(body === undefined ? {} : { body }) });
@@ -78,6 +78,25 @@ describe('POST /v1/campaigns', () => {
       422,
       'startAt',
     );
+  });
+
+  it('422 naming startAt beyond HERALD_CAMPAIGN_MAX_START_AHEAD_DAYS (366), on create and reschedule; nothing written', async () => {
+    const day = 86_400;
+    const before = await api.t.db.query<{ n: number }>('select count(*)::int as n from campaign');
+    const far = await post('/v1/campaigns', lineCampaignBody({ startAt: await dbTime(api.t, 367 * day) }));
+    expectProblem(far, 422, 'startAt');
+    expect(far.body.detail).toContain('HERALD_CAMPAIGN_MAX_START_AHEAD_DAYS');
+    // The refused create wrote no draft either (create and schedule share the transaction).
+    const after = await api.t.db.query<{ n: number }>('select count(*)::int as n from campaign');
+    expect(after.rows[0]!.n).toBe(before.rows[0]!.n);
+    const c = await create({ startAt: await dbTime(api.t, 365 * day) });
+    expect(c.status).toBe('SCHEDULED');
+    expectProblem(
+      await post(`/v1/campaigns/${c.campaignId}/reschedule`, { startAt: await dbTime(api.t, 400 * day) }),
+      422,
+      'startAt',
+    );
+    expect((await api.request('GET', `/v1/campaigns/${c.campaignId}`, { key })).body.startAt).toBe(c.startAt);
   });
 
   it("409 when the organization's own campaign key is taken", async () => {

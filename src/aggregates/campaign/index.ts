@@ -164,6 +164,7 @@ export const campaignRegistration = defineAggregate({
       db,
       handler,
       lineReadiness: (campaign) => ports.lineDirectory.readiness(campaign),
+      maxStartAheadMs: config.campaign.maxStartAheadMs,
     }),
     line: ports.lineDirectory,
     sms: new SmsCampaignService({

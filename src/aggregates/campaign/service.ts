@@ -39,6 +39,8 @@ export interface CampaignServiceDeps {
   handler: CommandHandler;
   /** Checked before a LINE campaign is scheduled, activated, sent or resent (absent: not checked). */
   lineReadiness?: LineReadiness;
+  /** How far ahead of the database clock a startAt may be (HERALD_CAMPAIGN_MAX_START_AHEAD_DAYS; absent: unbounded). */
+  maxStartAheadMs?: number;
 }
 
 /** A CMS edit: the fields to change (absent ones are kept). */
@@ -75,6 +77,23 @@ export class CampaignService {
     }
   }
 
+  /**
+   * `now` when `startAt` is within HERALD_CAMPAIGN_MAX_START_AHEAD_DAYS of it (the transaction's
+   * database time); otherwise a ValidationError naming startAt, and the command writes nothing.
+   */
+  private withinHorizon(startAt: Times, now: Date): Date {
+    const limit = this.deps.maxStartAheadMs;
+    const at = new Date(startAt).getTime();
+    if (limit !== undefined && at - now.getTime() > limit) {
+      const days = Math.round(limit / 86_400_000);
+      throw new ValidationError(
+        `startAt ${new Date(at).toISOString()} is more than ${days} days ahead (HERALD_CAMPAIGN_MAX_START_AHEAD_DAYS)`,
+        { field: 'startAt' },
+      );
+    }
+    return now;
+  }
+
   /** DRAFT → SCHEDULED at `startAt` (optionally with a dispatch deadline). */
   async schedule(campaignId: string, startAt: Times, dispatchDeadline?: Times | null, meta?: EventMeta) {
     await this.requireReady(campaignId);
@@ -83,7 +102,7 @@ export class CampaignService {
       (now) => ({
         type: 'ScheduleCampaign',
         campaignId,
-        now,
+        now: this.withinHorizon(startAt, now),
         startAt,
         ...(dispatchDeadline !== undefined ? { dispatchDeadline } : {}),
       }),
@@ -129,7 +148,7 @@ export class CampaignService {
       (now) => ({
         type: 'RescheduleCampaign',
         campaignId,
-        now,
+        now: this.withinHorizon(startAt, now),
         startAt,
         ...(dispatchDeadline !== undefined ? { dispatchDeadline } : {}),
       }),

@@ -22,6 +22,8 @@ export interface CampaignSettings {
   readonly tickKeyPrefix: string;
   /** Events of the per-minute `campaign_tick` side stream are deleted after this many days. */
   readonly tickRetentionDays: number;
+  /** A LINE campaign's startAt may be at most this far ahead of the database clock. */
+  readonly maxStartAheadMs: number;
 }
 
 export const campaignSettings = defineSettings({
@@ -47,6 +49,10 @@ export const campaignSettings = defineSettings({
       positiveInt.default(30),
       'events of the per-minute `campaign_tick` side stream are deleted after this (never while an outbox row refers to one)',
     ),
+    HERALD_CAMPAIGN_MAX_START_AHEAD_DAYS: d(
+      positiveInt.max(3_650).default(366),
+      "a LINE campaign's `startAt` (create, schedule, reschedule) at most this far ahead of now, or 422 naming `startAt` (SMS campaigns: `HERALD_SMS_MAX_FUTURE_DAYS`)",
+    ),
   },
   map(e, base): CampaignSettings {
     const stale = e.HERALD_CAMPAIGN_STALE_CLAIM_SECONDS;
@@ -69,6 +75,7 @@ export const campaignSettings = defineSettings({
       heartbeatMs: e.HERALD_DELIVERY_HEARTBEAT_SECONDS * 1000,
       tickKeyPrefix: e.HERALD_TICK_KEY_PREFIX,
       tickRetentionDays: e.HERALD_TICK_RETENTION_DAYS,
+      maxStartAheadMs: e.HERALD_CAMPAIGN_MAX_START_AHEAD_DAYS * 86_400_000,
     };
   },
 });
