@@ -884,7 +884,9 @@ describe('fuzzing every operation of /openapi.json', () => {
     const count = (from: number, to: number) =>
       [...statuses].filter(([s]) => s >= from && s <= to).reduce((n, [, c]) => n + c, 0);
     expect(count(200, 299)).toBeGreaterThan(0);
-    for (const status of [400, 401, 403, 404, 413, 415, 422]) {
+    // (Statuses every run reaches whatever its seed; 413 and 415 come from rarer draws and are
+    // asserted deterministically in test/api/faults.int.spec.ts.)
+    for (const status of [400, 401, 403, 404, 422]) {
       expect(statuses.get(status) ?? 0, `answers ${status}`).toBeGreaterThan(0);
     }
 
