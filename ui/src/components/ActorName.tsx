@@ -15,12 +15,17 @@ export function ActorName({ actor }: { actor: string | null | undefined }) {
         API key…
       </span>
     );
-  if (!found.name)
+  if (!found.name) {
+    // A key of the organization created without a name, or one this organization does not know.
+    const id = actor.slice('api-key:'.length, 'api-key:'.length + 8);
     return (
       <span className="actor-name" title={actor} data-testid="actor-name">
-        unknown key {actor.slice('api-key:'.length, 'api-key:'.length + 8)}
+        {found.role
+          ? `unnamed ${found.role} key ${id}${found.revoked ? ' (revoked)' : ''}`
+          : `unknown key ${id}`}
       </span>
     );
+  }
   return (
     <span className="actor-name" title={actor} data-testid="actor-name">
       {found.name}

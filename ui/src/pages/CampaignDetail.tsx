@@ -12,6 +12,7 @@ import { type ReactNode, useState } from 'react';
 import { Link, useParams } from 'react-router-dom';
 import { api, type Schemas, unwrap, useLive, useSession } from '../api/client';
 import {
+  ActorName,
   Card,
   CommandButton,
   ConfirmDialog,
@@ -374,7 +375,7 @@ function TimelineBundle({
   const [open, setOpen] = useState(false);
   const events = groups.flatMap((g) => g.events);
   const times = events.map((e) => e.recordedAt).sort();
-  const actors = [...new Set(groups.map((g) => g.actor ?? 'unknown actor'))];
+  const actors = [...new Set(groups.map((g) => g.actor ?? null))];
   const totals = bundleTotals(groups);
   return (
     <li className="timeline-group" data-testid="timeline-bundle" data-type={type}>
@@ -384,7 +385,15 @@ function TimelineBundle({
           <span>
             × {formatCount(events.length)} in {formatCount(groups.length)} commands
           </span>
-          <span className="small-text">by {actors.join(', ')}</span>
+          <span className="small-text">
+            by{' '}
+            {actors.map((actor, i) => (
+              <span key={actor ?? 'unknown'}>
+                {i > 0 ? ', ' : ''}
+                <ActorName actor={actor} />
+              </span>
+            ))}
+          </span>
           <span className="mono small-text muted">
             {formatTime(times[0]!)} – {formatTime(times.at(-1)!)}
           </span>
@@ -428,7 +437,7 @@ function CampaignTimeline({ timeline }: { timeline: Timeline }) {
       <div className="timeline-command">
         <span className="chain-kind">command</span>
         <span className="actor" data-testid="timeline-actor">
-          {g.actor ?? 'unknown actor'}
+          <ActorName actor={g.actor} />
         </span>
         {g.correlationId ? (
           <span className="mono muted small-text"> correlation {g.correlationId}</span>
@@ -449,7 +458,9 @@ function CampaignTimeline({ timeline }: { timeline: Timeline }) {
                 {e.type}
               </button>{' '}
               <span className="muted small-text">v{e.version}</span>{' '}
-              <span className="small-text">by {e.actor ?? '—'}</span>
+              <span className="small-text">
+                by <ActorName actor={e.actor} />
+              </span>
               {cause ? (
                 <span className="muted small-text">
                   {' '}
