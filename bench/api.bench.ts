@@ -18,6 +18,8 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
+import { LineDirectory } from '../src/aggregates/campaign/line/directory.js';
+import type { CampaignConfig } from '../src/aggregates/campaign/settings.js';
 import { createApiKey } from '../src/api/auth.js';
 import { createTestDatabase, freePort } from '../test/support/services.js';
 
@@ -96,6 +98,17 @@ async function main() {
       role: 'operator',
       createdBy: 'bench',
     });
+    // The official account's channel, so the campaigns pass the LINE readiness check (nothing is sent:
+    // they start tomorrow).
+    await new LineDirectory({
+      db: database.db,
+      settings: (database.config() as CampaignConfig).line,
+    }).registerChannel({
+      lineOaId: 'oa-bench',
+      organizationId: 'org-bench',
+      channelId: 'channel-oa-bench',
+      channelAccessToken: 'token-oa-bench',
+    });
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const startAt = new Date(Date.now() + 86_400_000).toISOString();
     const body = JSON.stringify({
@@ -103,6 +116,7 @@ async function main() {
       name: 'bench',
       castType: 'broadcast',
       lineOaId: 'oa-bench',
+      line: { messages: [{ type: 'text', text: 'bench: 20% off' }] },
       startAt,
     });
     const seeded = await fetch(`${apiUrl}/v1/campaigns`, { method: 'POST', headers, body });
