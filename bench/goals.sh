@@ -3,7 +3,7 @@
 # one PostgreSQL durability profile: `npm run bench:goals` (durable, production's settings) and
 # `HERALD_SERVICES_PG_DURABLE=0 npm run bench:goals` (the fast test profile). Each benchmark's full
 # output goes to .cache/bench-goals/<profile>/<name>.log; its summary lines are printed as it ends.
-# BENCH_GOALS_QUICK=1 runs smaller sizes (a check that everything runs, not figures to quote).
+# BENCH_GOALS_ALL=1 runs the other benchmarks after them; BENCH_GOALS_QUICK=1 runs smaller sizes (a check that everything runs, not figures to quote).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 export HERALD_SERVICES_PG_DURABLE=${HERALD_SERVICES_PG_DURABLE:-1}
@@ -33,3 +33,14 @@ run dispatch 'profile|^(baseline|burst)' bench:dispatch -- --scenario burst --bu
 run cron 'profile|^(baseline|minute)' bench:cron -- --scenario minute --minute-jobs "$(size 10000 1000)"
 run api 'profile|^(baseline|create|get)' bench:api
 run sms-build 'profile|peak|rows/s' bench:sms -- --build-only --rows "$(size 1000000 50000)"
+
+# BENCH_GOALS_ALL=1: the other benchmarks of docs/benchmarks.md too (longer: the LINE and SMPP runs take
+# minutes each at full size).
+[[ ${BENCH_GOALS_ALL:-0} == 1 ]] || exit 0
+run consume 'profile|^consume ' bench:consume
+run verify 'profile|events/s|peak|ratio' bench:verify
+run sms-dispatch 'profile|rows/s=|peak_rss|msg/s=|ratio=' bench:sms -- --rows "$(size 1000000 50000)"
+run line 'profile|ratio=|recipients/s' bench:line
+run smpp 'profile|submits/s|ratio=' bench:smpp
+run ui 'profile|p99|ratio' bench:ui
+run startup 'profile|ready' bench:startup
