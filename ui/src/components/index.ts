@@ -10,5 +10,6 @@ export {
 } from './ConfirmDialog';
 export { type Column, DataTable, type DataTableProps } from './DataTable';
 export { ErrorBanner, problemText } from './ErrorBanner';
+export { EventHead } from './EventHead';
 export { Card, Layout, PageHeader, Stat } from './Layout';
 export { StatusBadge, type Tone, toneOf } from './StatusBadge';

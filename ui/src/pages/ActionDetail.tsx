@@ -10,7 +10,7 @@ import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useParams } from 'react-router-dom';
 import { api, type Schemas, unwrap, useLive } from '../api/client';
-import { ActorName, Card, CommandButton, ErrorBanner, PageHeader, StatusBadge } from '../components';
+import { Card, CommandButton, ErrorBanner, EventHead, PageHeader, StatusBadge } from '../components';
 import { excerpt, formatRelative, formatTime } from '../format';
 import './pages-c.css';
 
@@ -125,18 +125,11 @@ function Timeline({ replay }: { replay: Replay }) {
         return (
           <li key={e.position} data-testid="action-event" data-type={e.type}>
             <div className="timeline-event-head">
-              <span className="mono small-text muted">{formatTime(e.recordedAt)}</span>{' '}
-              <button
-                type="button"
-                className="link event-type"
-                onClick={() => setOpen(open === e.position ? null : e.position)}
-              >
-                {e.type}
-              </button>{' '}
-              <span className="muted small-text">v{e.version}</span>{' '}
-              <span className="small-text">
-                by <ActorName actor={actor} />
-              </span>
+              <EventHead
+                event={e}
+                actor={actor}
+                onToggle={() => setOpen(open === e.position ? null : e.position)}
+              />
             </div>
             {text ? <div className="small-text event-summary">{text}</div> : null}
             {open === e.position ? <pre className="output">{JSON.stringify(e.data, null, 2)}</pre> : null}

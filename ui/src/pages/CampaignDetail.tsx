@@ -17,6 +17,7 @@ import {
   CommandButton,
   ConfirmDialog,
   ErrorBanner,
+  EventHead,
   PageHeader,
   Stat,
   StatusBadge,
@@ -449,18 +450,11 @@ function CampaignTimeline({ timeline }: { timeline: Timeline }) {
         return (
           <div key={e.position} className="timeline-event" data-testid="timeline-event" data-type={e.type}>
             <div className="timeline-event-head">
-              <span className="mono small-text muted">{formatTime(e.recordedAt)}</span>{' '}
-              <button
-                type="button"
-                className="link event-type"
-                onClick={() => setOpen(open === e.position ? null : e.position)}
-              >
-                {e.type}
-              </button>{' '}
-              <span className="muted small-text">v{e.version}</span>{' '}
-              <span className="small-text">
-                by <ActorName actor={e.actor} />
-              </span>
+              <EventHead
+                event={e}
+                actor={e.actor}
+                onToggle={() => setOpen(open === e.position ? null : e.position)}
+              />
               {cause ? (
                 <span className="muted small-text">
                   {' '}
