@@ -2,7 +2,7 @@
  * The relay keeps publishing when the RabbitMQ node its connection is on stops (ADR 0037): AMQP_URL
  * lists the three nodes, the sink reconnects to a surviving one, and a consumer on a surviving node
  * receives every row: none lost, and a message id twice only for a row published again because its
- * confirm never came (attempts > 1: at-least-once, deduplicated by consumers, invariant 2).
+ * confirm never came (attempts > 1: at-least-once, de-duplicated by consumers, invariant 4).
  * This file STOPS AND STARTS A NODE of rabbitmq-cluster.
  */
 import amqp from 'amqplib';
