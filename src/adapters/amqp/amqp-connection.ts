@@ -57,8 +57,12 @@ export function amqpUrls(url: string): string[] {
 
 /** host:port of an AMQP URL, for logs and errors (never its credentials). */
 export function amqpNode(url: string): string {
-  const parsed = new URL(url);
-  return `${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}`;
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}`;
+  } catch {
+    return 'an invalid URL';
+  }
 }
 
 /**
