@@ -224,12 +224,14 @@ kafka-cluster_start() {
   log "3 nodes up in $(since "$t0")"
 }
 
-# All at once: the last broker of a sequential stop has no controller majority left to shut down under.
+# All at once: the last broker of a sequential stop has no controller majority left to shut down under
+# (it waits for one until SIGKILL). Even at once, the last node may be left so: 15 s, then SIGKILL (its
+# logs are recovered at the next start, like after a crash).
 kafka-cluster_stop() {
   local n pids=()
   for n in 1 2 3; do
     if kc_node_pid "$n" >/dev/null; then
-      kc_node_stop "$n" &
+      KAFKA_STOP_TIMEOUT=15 kc_node_stop "$n" &
       pids+=($!)
     fi
   done

@@ -157,7 +157,7 @@ kafka_start() {
 kafka_stop() {
   local pid
   pid=$(kafka_pid) || return 0
-  stop_pid "$pid" 60
+  stop_pid "$pid" "${KAFKA_STOP_TIMEOUT:-60}"
   rm -f "$KAFKA_PIDFILE"
 }
 
