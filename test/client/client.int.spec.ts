@@ -71,6 +71,30 @@ describe('herald/client', () => {
     expect(read.idempotencyKey).toBe(made.made[2]);
   });
 
+  it('types paths, parameters, bodies and answers from the document (tsc fails otherwise)', () => {
+    const herald = client();
+    const typed = async () => {
+      // @ts-expect-error: no such path
+      await herald.GET('/v1/nope');
+      // @ts-expect-error: the path parameter is required
+      await herald.GET('/v1/campaigns/{id}');
+      // @ts-expect-error: a body field of the wrong type
+      await herald.POST('/v1/actions', { body: { ...action, delaySeconds: 'soon' } });
+      // @ts-expect-error: GET /v1/actions takes no body and POST /v1/actions/{id} does not exist
+      await herald.POST('/v1/actions/{id}', { params: { path: { id: 'x' } } });
+      const campaign = await herald.GET('/v1/campaigns/{id}', { params: { path: { id: 'x' } } });
+      // @ts-expect-error: not a member of Campaign
+      campaign.nope;
+      for await (const run of herald.paginate('/v1/cron-jobs/{id}/runs', { params: { path: { id: 'x' } } })) {
+        const scheduledFor: string = run.scheduledFor;
+        return [campaign.status, scheduledFor];
+      }
+      // @ts-expect-error: GET /v1/campaigns/{id} is not a paged list
+      herald.paginate('/v1/campaigns/{id}', { params: { path: { id: 'x' } } });
+    };
+    expect(typeof typed).toBe('function');
+  });
+
   it('sends the key a call names instead of its own', async () => {
     const made = keys();
     const herald = client({ idempotencyKey: made.make });
@@ -174,6 +198,7 @@ describe('herald/client', () => {
     })();
     await open;
     await herald.POST('/v1/actions', { body: action });
+    await waitFor(() => events.length > 0, { timeoutMs: 10_000, what: 'an actions event' });
     await reading;
     expect(events).toEqual([{ topic: 'actions', at: expect.any(String), reconnected: false }]);
     const hub = api.server.app.heraldStream;
