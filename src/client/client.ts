@@ -103,8 +103,11 @@ type LooseCall = (
 export function createHeraldClient(options: HeraldClientOptions): HeraldClient {
   const retries = {
     ...DEFAULT_RETRIES,
-    ...(options.retries === false ? { maxAttempts: 1 } : options.retries),
-  };
+    // A field given as undefined keeps its default.
+    ...(options.retries === false
+      ? { maxAttempts: 1 }
+      : Object.fromEntries(Object.entries(options.retries ?? {}).filter(([, v]) => v !== undefined))),
+  } as typeof DEFAULT_RETRIES;
   const idempotent = new Set(IDEMPOTENT_OPERATIONS);
   const newKey = options.idempotencyKey ?? (() => globalThis.crypto.randomUUID());
   const raw = createClient<paths>({
