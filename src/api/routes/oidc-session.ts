@@ -8,7 +8,7 @@
  * exchanges the code with the verifier, verifies the ID token (signature, issuer, the client id as
  * audience, expiry, the nonce), maps its claims to an organization and a role like a bearer token's, and
  * makes a session that ends when the issuer's token does. A failure anywhere sends the browser back to
- * `/signin?error=…`; a failed state, code or token counts against the address like a wrong key.
+ * `/ui/signin?error=…`; a failed state, code or token counts against the address like a wrong key.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
@@ -28,7 +28,7 @@ const b64url = (bytes: Buffer) => bytes.toString('base64url');
 const random = () => b64url(randomBytes(32));
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
-/** Only a same-origin path is a place to come back to (never `//host` or a URL). */
+/** Only a same-origin dashboard path (under /ui) is a place to come back to (never `//host` or a URL). */
 const safeNext = (next: string | undefined) =>
   next?.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/';
 
@@ -123,7 +123,7 @@ export const oidcSessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionAuthent
         tags: ['session'],
         summary: 'Where the issuer sends the browser back: the code is exchanged and the session cookie set',
         description:
-          'Answers 302 to the dashboard page the sign-in started from, with the HttpOnly session cookie, or to `/signin?error=…` when the sign-in failed (state, code, ID token, claim mapping).',
+          'Answers 302 to the dashboard page the sign-in started from, with the HttpOnly session cookie, or to `/ui/signin?error=…` when the sign-in failed (state, code, ID token, claim mapping).',
         security: [],
         querystring: callbackQuery,
         response: {
@@ -138,7 +138,8 @@ export const oidcSessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionAuthent
       void reply.clearCookie(OIDC_LOGIN_COOKIE, loginCookie(request));
       void reply.header('cache-control', 'no-store');
       const { code, state, error } = request.query;
-      const back = (message: string) => reply.redirect(`/signin?error=${encodeURIComponent(message)}`, 302);
+      const back = (message: string) =>
+        reply.redirect(`/ui/signin?error=${encodeURIComponent(message)}`, 302);
       if (error !== undefined) {
         // The person declined or the issuer refused: not a guess at credentials.
         return back(`the issuer did not sign you in: ${request.query.error_description ?? error}`);
@@ -170,7 +171,7 @@ export const oidcSessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionAuthent
           { subject: principal.principal.subject, organizationId: principal.principal.organizationId },
           'signed in through the issuer',
         );
-        return reply.redirect(login!.next, 302);
+        return reply.redirect(`/ui${login!.next}`, 302);
       } catch (failure) {
         if (failure instanceof HeraldError && failure.code !== 'TRANSIENT_FAILURE')
           return back(failure.message);
