@@ -16,7 +16,7 @@ import {
 } from './connections.js';
 import { describeSetting as d, type EnvOf, type EnvSection } from './fragment.js';
 import { type OidcSettings, oidcSection, oidcSettings } from './oidc.js';
-import { flag, identifier, nonNegativeInt, positiveInt, url } from './validators.js';
+import { flag, identifier, nonNegativeInt, positiveInt, url, urlList } from './validators.js';
 
 const c = connectionEnvShape;
 
@@ -41,8 +41,8 @@ export const amqpSection = {
   title: 'RabbitMQ',
   env: {
     AMQP_URL: d(
-      url(['amqp', 'amqps']).optional(),
-      "RabbitMQ URL (required by the worker; the relay needs it or `KAFKA_BROKERS`); `amqps://` for TLS, verified against the URL's host name (or its `server_name_indication` parameter)",
+      urlList(['amqp', 'amqps']).optional(),
+      "RabbitMQ URL (required by the worker; the relay needs it or `KAFKA_BROKERS`); `amqps://` for TLS, verified against the URL's host name (or its `server_name_indication` parameter). A cluster: its nodes' URLs separated by commas, one scheme for all; Herald connects to the first that answers and moves to another when a connection is lost (ADR 0037)",
     ),
     HERALD_AMQP_CA_PATH: c.HERALD_AMQP_CA_PATH,
     HERALD_AMQP_CERT_PATH: c.HERALD_AMQP_CERT_PATH,

@@ -75,6 +75,7 @@ describe('the npm package', () => {
         'api.js',
         'testing.js',
         'main.js',
+        'herald.js',
         'ui',
         'contracts',
       ]),
