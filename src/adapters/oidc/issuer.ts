@@ -9,13 +9,8 @@
  * the authentication throttle); an issuer that cannot be reached is a TransientError (503, not the
  * caller's fault and not counted).
  */
-import {
-  createRemoteJWKSet,
-  type JWTPayload,
-  type JWTVerifyGetKey,
-  errors as joseErrors,
-  jwtVerify,
-} from 'jose';
+import type * as Jose from 'jose';
+import type { JWTPayload, JWTVerifyGetKey } from 'jose';
 import { InvalidTokenError, TransientError, UnauthenticatedError } from '../../errors.js';
 import type { OidcSettings } from '../../settings/oidc.js';
 
@@ -39,8 +34,18 @@ export interface TokenResponse {
 
 const FETCH_TIMEOUT_MS = 5_000;
 
+/**
+ * jose, loaded on the first token rather than at every `herald` start (ADR 0025's addendum: the CLI's
+ * one entry imports every adapter, and only an API with an issuer configured needs this one).
+ */
+let josePromise: Promise<typeof Jose> | undefined;
+const loadJose = () => {
+  josePromise ??= import('jose');
+  return josePromise;
+};
+
 /** jose's refusal → why, in RFC 6750 words a client can act on. */
-function invalidToken(error: unknown): InvalidTokenError | undefined {
+function invalidToken(joseErrors: typeof Jose.errors, error: unknown): InvalidTokenError | undefined {
   if (error instanceof joseErrors.JWTExpired) return new InvalidTokenError('the token expired', 'expired');
   if (error instanceof joseErrors.JWTClaimValidationFailed) {
     const reasons: Record<string, [string, string]> = {
@@ -121,12 +126,14 @@ export class OidcIssuer {
   private async keys(): Promise<JWTVerifyGetKey> {
     if (this.jwks) return this.jwks;
     const url = this.settings.jwksUrl ?? (await this.metadata()).jwks_uri;
-    this.jwks = createRemoteJWKSet(new URL(url), {
+    const { createRemoteJWKSet } = await loadJose();
+    // Two first tokens at once may both get here: the first set made is kept.
+    this.jwks ??= createRemoteJWKSet(new URL(url), {
       timeoutDuration: FETCH_TIMEOUT_MS,
       cooldownDuration: this.settings.jwksCooldownMs,
       cacheMaxAge: this.settings.jwksMaxAgeMs,
     });
-    return this.jwks;
+    return this.jwks as JWTVerifyGetKey;
   }
 
   /** A bearer JWT for this API: the issuer's, for one of HERALD_API_OIDC_AUDIENCE. */
@@ -146,6 +153,7 @@ export class OidcIssuer {
 
   private async verify(token: string, audience: string | string[]): Promise<VerifiedToken> {
     const keys = await this.keys();
+    const { jwtVerify, errors } = await loadJose();
     try {
       const { payload } = await jwtVerify(token, keys, {
         issuer: this.settings.issuer,
@@ -156,7 +164,7 @@ export class OidcIssuer {
       });
       return payload as VerifiedToken;
     } catch (error) {
-      const refused = invalidToken(error);
+      const refused = invalidToken(errors, error);
       if (refused) throw refused;
       // The JWKS could not be fetched (timeout, refused connection, not JSON): the issuer's fault.
       throw new TransientError(`the issuer's keys could not be read: ${(error as Error).message}`, {}, error);
