@@ -15,7 +15,7 @@ import {
   SECRET_VARIABLES,
 } from './connections.js';
 import { describeSetting as d, type EnvOf, type EnvSection } from './fragment.js';
-import { type OidcSettings, oidcSection, oidcSettings } from './oidc.js';
+import { type OidcSettings, oidcSection, oidcSettings, oidcWarnings } from './oidc.js';
 import { flag, identifier, nonNegativeInt, positiveInt, url, urlList } from './validators.js';
 
 const c = connectionEnvShape;
@@ -718,7 +718,7 @@ export function coreConfig(e: CoreEnv, defaults: { pod?: string } = {}): HeraldC
       maxProjectionLagSeconds: e.HERALD_READY_MAX_PROJECTION_LAG_SECONDS,
       startupGraceMs: e.HERALD_READY_STARTUP_GRACE_SECONDS * 1000,
     },
-    warnings: [...contradictionWarnings(e), ...connections.warnings],
+    warnings: [...contradictionWarnings(e), ...oidcWarnings(e), ...connections.warnings],
     secrets: [
       ...connections.secrets,
       ...(e.HERALD_API_OIDC_CLIENT_SECRET === undefined ? [] : [e.HERALD_API_OIDC_CLIENT_SECRET]),

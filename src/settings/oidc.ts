@@ -259,3 +259,14 @@ export function oidcSettings(e: OidcEnv): OidcSettings | undefined {
     client,
   };
 }
+
+/** OIDC settings that work but weaken a guarantee (logged by every role at start-up). */
+export function oidcWarnings(e: OidcEnv): string[] {
+  const issuer = e.HERALD_API_OIDC_ISSUER;
+  if (issuer === undefined || !issuer.startsWith('http://')) return [];
+  const host = new URL(issuer).hostname;
+  if (host === '127.0.0.1' || host === 'localhost' || host === '[::1]') return [];
+  return [
+    `HERALD_API_OIDC_ISSUER (${issuer}) is plain http: its discovery document and keys can be altered on the way, and with them which tokens verify`,
+  ];
+}

@@ -84,6 +84,16 @@ describe('OpenID Connect settings', () => {
     );
   });
 
+  it('warns about a plain-http issuer that is not on this host', () => {
+    expect(loadConfig(oidc).warnings.join()).not.toContain('HERALD_API_OIDC_ISSUER');
+    expect(
+      loadConfig({ ...oidc, HERALD_API_OIDC_ISSUER: 'http://127.0.0.1:8081' }).warnings.join(),
+    ).not.toContain('HERALD_API_OIDC_ISSUER');
+    expect(loadConfig({ ...oidc, HERALD_API_OIDC_ISSUER: 'http://sso.internal' }).warnings.join()).toContain(
+      'HERALD_API_OIDC_ISSUER (http://sso.internal) is plain http',
+    );
+  });
+
   it('the dashboard client: its secret is scrubbed from logs', () => {
     const config = loadConfig({
       ...oidc,
