@@ -61,6 +61,7 @@ const DRIVERS = [
   'smtp-server',
   '@line/bot-sdk',
   'smpp',
+  'jose',
 ];
 /** Files that name Herald's own registry: the package entries, the CLI entry, the demo, the config. */
 const COMPOSITION_ROOTS = ['config.ts', 'main.ts', 'demo.ts', 'index.ts', 'api.ts', 'testing.ts'];

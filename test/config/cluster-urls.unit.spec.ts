@@ -38,7 +38,9 @@ describe('cluster URLs', () => {
   });
 
   it('refuses a broker list with an empty entry naming KAFKA_BROKERS', () => {
-    expect(() => loadConfig({ ...base, KAFKA_BROKERS: 'k1:9092,,k2:9092' })).toThrow(refused('KAFKA_BROKERS'));
+    expect(() => loadConfig({ ...base, KAFKA_BROKERS: 'k1:9092,,k2:9092' })).toThrow(
+      refused('KAFKA_BROKERS'),
+    );
   });
 
   it('puts the TLS files on every node and scrubs every node password from logs', () => {
