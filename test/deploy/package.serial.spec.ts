@@ -68,6 +68,8 @@ describe('the npm package', () => {
     expect(entries).toEqual(expect.arrayContaining(['bin', 'dist', 'migrations', 'package.json']));
     expect(entries).not.toContain('src');
     expect(entries).not.toContain('test');
+    // The references the README links to and the package's users read offline (ADR 0036).
+    expect(readdirSync(join(shipped, 'docs', 'reference')).sort()).toEqual(['cli.md', 'configuration.md']);
     expect(readdirSync(join(shipped, 'dist'))).toEqual(
       expect.arrayContaining([
         'index.js',

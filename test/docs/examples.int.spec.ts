@@ -176,7 +176,7 @@ describe('documentation examples', () => {
     const skipped = examples.filter((e) => !e.run);
     const run = examples.filter((e) => e.run);
     process.stdout.write(
-      `documentation examples: ${run.length} run in ${runnable.length} files, ${skipped.length} marked no-run:\n` +
+      `documentation examples: ${run.length} blocks to run (${runnable.length} files here), ${skipped.length} marked no-run:\n` +
         skipped.map((e) => `  ${e.file}:${e.line} (${e.language})\n`).join(''),
     );
     expect(run.length).toBeGreaterThan(10);

@@ -75,6 +75,7 @@ describe('documentation links', () => {
       '  ```ts',
       '  const a = 1;',
       '  ```',
+      '```` ```sh ```` is inline code, not a fence',
     ].join('\n');
     expect([...anchors(text)]).toEqual(['title', 'part', 'part-1']);
     expect(links(text)).toEqual([

@@ -44,7 +44,8 @@ export function fencedBlocks(markdown: string): FencedBlock[] {
   const blocks: FencedBlock[] = [];
   for (let i = 0; i < lines.length; i++) {
     const open = FENCE.exec(lines[i]!);
-    if (!open) continue;
+    // A backtick fence's info string holds no backtick (CommonMark): "```` ```sh ````" is inline code.
+    if (!open || (open[2]!.startsWith('`') && open[3]!.includes('`'))) continue;
     const [, indent, fence, info] = open;
     const body: string[] = [];
     let j = i + 1;
