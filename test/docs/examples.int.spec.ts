@@ -16,7 +16,7 @@
  * does not end with its expected code fails the test naming its file and line, with its output;
  * blocks marked `no-run` are counted and listed, so what is skipped stays visible.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import {
   chmodSync,
@@ -183,6 +183,51 @@ describe('documentation examples', () => {
     if (!only)
       expect(runnable).toEqual(expect.arrayContaining(['README.md', 'docs/guides/scheduled-actions.md']));
   });
+
+  it('the TypeScript examples type-check against the package (strict)', () => {
+    // Running them catches a changed call that throws; this catches one that is merely ignored (a
+    // renamed option) or no longer typed as the example uses it.
+    const dir = join(scratch, 'typecheck');
+    mkdirSync(dir);
+    const names = new Map<string, Example>();
+    for (const example of examples.filter((e) => e.run && e.language === 'ts')) {
+      const name = `${example.file.replace(/[^A-Za-z0-9]+/g, '-')}-${example.line}.mts`;
+      names.set(name, example);
+      writeFileSync(join(dir, name), `${example.code}\n`);
+    }
+    expect(names.size).toBeGreaterThan(0);
+    writeFileSync(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          strict: true,
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          target: 'ES2022',
+          noEmit: true,
+          skipLibCheck: true,
+          types: ['node'],
+          typeRoots: [join(ROOT, 'node_modules', '@types')],
+        },
+        include: ['*.mts'],
+      }),
+    );
+    // The scratch folder's node_modules/herald is this package: its declarations in dist/.
+    const tsc = spawnSync(
+      process.execPath,
+      [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir],
+      {
+        cwd: dir,
+        encoding: 'utf8',
+      },
+    );
+    const errors = tsc.stdout.replace(/^(\S+\.mts)\((\d+),(\d+)\)/gm, (_, name: string, line: string) => {
+      const example = names.get(name);
+      return example ? `${example.file}:${example.line + Number(line)}` : name;
+    });
+    expect(errors).toBe('');
+    expect(tsc.status).toBe(0);
+  }, 120_000);
 
   it.concurrent.each(runnable)(
     '%s: every example runs',
