@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
+import { CONSUMER_COMPILER_OPTIONS } from '../support/typescript.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const work = mkdtempSync(join(tmpdir(), 'herald-package-'));
@@ -106,15 +107,7 @@ export type Used = [RouteDeps, FencedHandlerFixture];
     writeFileSync(
       join(app, 'tsconfig.json'),
       JSON.stringify({
-        compilerOptions: {
-          strict: true,
-          module: 'NodeNext',
-          moduleResolution: 'NodeNext',
-          target: 'ES2022',
-          noEmit: true,
-          types: ['node'],
-          skipLibCheck: false,
-        },
+        compilerOptions: { ...CONSUMER_COMPILER_OPTIONS, skipLibCheck: false },
         files: ['check.ts'],
       }),
     );

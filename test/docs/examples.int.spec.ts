@@ -33,6 +33,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lineEnv } from '../support/line.js';
 import { freePort } from '../support/services.js';
+import { CONSUMER_COMPILER_OPTIONS } from '../support/typescript.js';
 import { type Dashboard, startDashboard } from '../ui/support/browser.js';
 import {
   allExamples,
@@ -200,13 +201,8 @@ describe('documentation examples', () => {
       join(dir, 'tsconfig.json'),
       JSON.stringify({
         compilerOptions: {
-          strict: true,
-          module: 'NodeNext',
-          moduleResolution: 'NodeNext',
-          target: 'ES2022',
-          noEmit: true,
+          ...CONSUMER_COMPILER_OPTIONS,
           skipLibCheck: true,
-          types: ['node'],
           typeRoots: [join(ROOT, 'node_modules', '@types')],
         },
         include: ['*.mts'],
