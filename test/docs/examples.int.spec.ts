@@ -48,8 +48,8 @@ import {
 import { ROOT } from './support/markdown.js';
 
 const FROM_DIST = process.env.HERALD_TEST_FROM_DIST === '1';
-/** Seconds one file's blocks may take together. */
-const FILE_TIMEOUT_MS = 150_000;
+/** How long one file's blocks may take together (each polls with its own deadline too). */
+const FILE_TIMEOUT_MS = 300_000;
 
 const examples = allExamples();
 const byFile = new Map<string, Example[]>();
@@ -231,6 +231,7 @@ describe('documentation examples', () => {
       const failure = await limited(() => runFile(file));
       if (failure) expect.fail(`${failure}\n--- herald api and roles ---\n${stack.output().slice(-3_000)}`);
     },
-    FILE_TIMEOUT_MS + 30_000,
+    // Files wait their turn (PARALLEL_FILES) inside their test's time.
+    Math.ceil(runnable.length / PARALLEL_FILES) * FILE_TIMEOUT_MS + 30_000,
   );
 });
