@@ -13,7 +13,8 @@ COPY package.json package-lock.json ./
 RUN npm install --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npx tsc -p tsconfig.build.json
+COPY scripts/bundle-cli.mjs ./scripts/
+RUN npx tsc -p tsconfig.build.json && node scripts/bundle-cli.mjs
 # The dashboard (dist/ui, served by `herald api` at /ui): the typed client from the API's own OpenAPI
 # document, a type check, the Vite build (ADR 0018).
 COPY ui ./ui

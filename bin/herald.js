@@ -9,7 +9,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const compiled = join(root, 'dist', 'main.js');
+// dist/herald.js is the one-file bundle of dist/main.js (scripts/bundle-cli.mjs): the same code, a faster start.
+const bundled = join(root, 'dist', 'herald.js');
+const compiled = existsSync(bundled) ? bundled : join(root, 'dist', 'main.js');
 const sources = join(root, 'src');
 
 function newestMtime(dir) {

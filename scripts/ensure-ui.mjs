@@ -19,6 +19,7 @@ const INPUTS = [
   'src/domain',
   'src/registry',
   'scripts/generate-ui-client.mjs',
+  'scripts/openapi-clients.ts',
   'package-lock.json',
 ];
 

@@ -1,15 +1,15 @@
-// Generates the dashboard's typed API client (ui/src/api/openapi.json + ui/src/api/schema.d.ts) from the
-// server's own OpenAPI document: the Fastify app is built in-process (routes registered, never listening)
-// on a runtime whose pools connect lazily and are never used, so no database or broker is needed. A route
-// or schema change then breaks `tsc -p ui/tsconfig.json` instead of a page at run time (ADR 0018).
-import { execFileSync } from 'node:child_process';
+// Generates the typed API clients from the server's own OpenAPI document: the dashboard's
+// (ui/src/api/openapi.json + ui/src/api/schema.d.ts) and the package's `herald/client`
+// (src/client/generated/*, committed), both through scripts/openapi-clients.ts. The Fastify app is built
+// in-process (routes registered, never listening) on a runtime whose pools connect lazily and are never
+// used, so no database or broker is needed. A route or schema change then breaks `tsc` instead of a page
+// or a client call at run time (ADR 0018, ADR 0034). A file is written only when its content changed.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tsImport } from 'tsx/esm/api';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const out = join(root, 'ui/src/api');
 const load = (path) => tsImport(join(root, path), import.meta.url);
 
 const { loadConfig } = await load('src/config.ts');
@@ -17,6 +17,7 @@ const { createLogger } = await load('src/logger.ts');
 const { createRuntime } = await load('src/roles/runtime.ts');
 const { heraldRegistry } = await load('src/aggregates/registry.ts');
 const { buildApiServer } = await load('src/api/server.ts');
+const { generatedSources } = await load('scripts/openapi-clients.ts');
 
 // An address nothing listens on: building the app must not touch the database (pg pools are lazy).
 const config = loadConfig({
@@ -44,18 +45,19 @@ const document = app.swagger();
 await app.close();
 await runtime.close();
 
-mkdirSync(out, { recursive: true });
-const json = `${JSON.stringify(document, null, 2)}\n`;
-const jsonPath = join(out, 'openapi.json');
-let previous = '';
-try {
-  previous = readFileSync(jsonPath, 'utf8');
-} catch {}
-if (previous !== json) writeFileSync(jsonPath, json);
-execFileSync(
-  process.execPath,
-  [join(root, 'node_modules/openapi-typescript/bin/cli.js'), jsonPath, '-o', join(out, 'schema.d.ts')],
-  { stdio: ['ignore', 'ignore', 'inherit'] },
-);
+const written = [];
+for (const [path, content] of Object.entries(await generatedSources(document))) {
+  const file = join(root, path);
+  let previous = '';
+  try {
+    previous = readFileSync(file, 'utf8');
+  } catch {}
+  if (previous === content) continue;
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, content);
+  written.push(path);
+}
 const paths = Object.keys(document.paths ?? {}).length;
-process.stderr.write(`generate-ui-client: ${paths} paths → ui/src/api/schema.d.ts\n`);
+process.stderr.write(
+  `generate-ui-client: ${paths} paths → ${written.length ? written.join(', ') : 'every client up to date'}\n`,
+);

@@ -40,7 +40,9 @@ async function main(): Promise<number> {
     HERALD_LOG_LEVEL: process.env.HERALD_LOG_LEVEL ?? 'warn',
     HERALD_POD: 'demo',
   });
-  out(`Herald demo: database ${DEMO_DATABASE}, broker ${new URL(config.amqpUrl ?? 'amqp://unset').host}`);
+  out(
+    `Herald demo: database ${DEMO_DATABASE}, broker ${new URL(config.amqpUrl?.split(',')[0] ?? 'amqp://unset').host}`,
+  );
   const migrated = await migrate({ url: config.databaseUrl, schema: config.schema });
   out(`migrations applied: ${migrated.applied.join(', ')}`);
 

@@ -17,6 +17,7 @@ export type HeraldErrorCode =
   | 'PERMANENT_FAILURE'
   | 'TRANSIENT_FAILURE'
   | 'UNAUTHENTICATED'
+  | 'INVALID_TOKEN'
   | 'FORBIDDEN'
   | 'CSRF_REJECTED'
   | 'AUTH_THROTTLED'
@@ -93,8 +94,27 @@ export class ConflictError extends HeraldError {
 
 /** A request carried no valid credentials (HTTP API: missing, unknown or revoked API key). */
 export class UnauthenticatedError extends HeraldError {
-  constructor(message: string) {
-    super('UNAUTHENTICATED', message);
+  constructor(
+    message: string,
+    details: Record<string, unknown> = {},
+    code: 'UNAUTHENTICATED' | 'INVALID_TOKEN' = 'UNAUTHENTICATED',
+  ) {
+    super(code, message, details);
+  }
+}
+
+/**
+ * A bearer JWT that does not verify (expired, not yet valid, another audience or issuer, an unknown
+ * key id, a bad signature, a refused algorithm): `details.reason` says which (RFC 6750 `invalid_token`;
+ * HTTP: 401 with `WWW-Authenticate: Bearer error="invalid_token"`). Counts as a failed authentication.
+ */
+export class InvalidTokenError extends UnauthenticatedError {
+  constructor(message: string, reason: string) {
+    super(
+      message,
+      { reason, wwwAuthenticate: `Bearer error="invalid_token", error_description="${reason}"` },
+      'INVALID_TOKEN',
+    );
   }
 }
 

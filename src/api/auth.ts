@@ -36,6 +36,10 @@ export interface Principal {
   role: ApiKeyRole;
   /** Recorded as the actor of every event the request's commands append. */
   actor: string;
+  /** A bearer JWT's (or an issuer sign-in's) subject; absent for an API key (ADR 0035). */
+  subject?: string;
+  /** The subject's name from the token (HERALD_API_OIDC_NAME_CLAIM), when it has one. */
+  name?: string | null;
 }
 
 const KEY_FORMAT = /^hk_([0-9a-f]{8})_[A-Za-z0-9_-]{43}$/;

@@ -41,6 +41,7 @@ export const STATUS_BY_CODE: Readonly<Record<HeraldErrorCode, number>> = {
   CONCURRENCY_CONFLICT: 409,
   CONFLICT: 409,
   UNAUTHENTICATED: 401,
+  INVALID_TOKEN: 401,
   FORBIDDEN: 403,
   CSRF_REJECTED: 403,
   AUTH_THROTTLED: 429,
@@ -213,7 +214,11 @@ export function problemFor(
     const currentStatus =
       status === 409 && typeof error.details.status === 'string' ? error.details.status : undefined;
     const errors = status === 422 || status === 400 ? heraldFieldErrors(error) : undefined;
-    const headers = retryAfterOf(error, status);
+    const challenge = error.details.wwwAuthenticate;
+    const headers =
+      typeof challenge === 'string'
+        ? { ...retryAfterOf(error, status), 'www-authenticate': challenge }
+        : retryAfterOf(error, status);
     const limit = typeof error.details.limit === 'string' ? error.details.limit : undefined;
     return {
       status,

@@ -27,6 +27,7 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
+import { OidcIssuer } from '../adapters/oidc/issuer.js';
 import { ValidationError } from '../errors.js';
 import type { ReadinessReport } from '../health/readiness.js';
 import { healthRoutes } from '../health/role-endpoint.js';
@@ -49,10 +50,12 @@ import { RequestCommands } from './commands.js';
 import { httpMeters } from './http-metrics.js';
 import { parseJsonBody, unstorableField } from './input-limits.js';
 import type { ApiRegistry, RouteDeps } from './module.js';
+import { JwtAuthenticator } from './oidc-auth.js';
 import { withRouterErrors } from './openapi.js';
 import { clientErrorProblem, HttpProblem, PROBLEM_CONTENT_TYPE, problem, problemFor } from './problem.js';
 import { actorRoutes } from './routes/actors.js';
 import { dashboardRoutes } from './routes/dashboard.js';
+import { oidcSessionRoutes } from './routes/oidc-session.js';
 import { operationRoutes } from './routes/operations.js';
 import { sessionRoutes } from './routes/session.js';
 import { SessionAuthenticator } from './session.js';
@@ -230,6 +233,13 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       components: {
         securitySchemes: {
           apiKey: { type: 'http', scheme: 'bearer', description: 'an API key: `herald api-keys create`' },
+          bearerJwt: {
+            type: 'http',
+            scheme: 'bearer',
+            bearerFormat: 'JWT',
+            description:
+              'a JWT of the configured OpenID Connect issuer (HERALD_API_OIDC_ISSUER): verified against its JWKS, its claims mapped to an organization and a role (ADR 0035); one that does not verify is a 401 with `WWW-Authenticate: Bearer error="invalid_token"`',
+          },
           session: {
             type: 'apiKey',
             in: 'cookie',
@@ -239,7 +249,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
           },
         },
       },
-      security: [{ apiKey: [] }],
+      security: [{ apiKey: [] }, { bearerJwt: [] }],
     },
     transform: jsonSchemaTransform,
     transformObject: (document) =>
@@ -250,7 +260,9 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
 
   const authenticator = new ApiKeyAuthenticator(deps.db, logger);
   const throttle = new AuthThrottle(deps.db, config.api, logger);
-  const sessions = new SessionAuthenticator(deps.db, authenticator, config.api, throttle);
+  const oidc = config.api.oidc;
+  const tokens = oidc ? new JwtAuthenticator(new OidcIssuer(oidc), oidc, deps.db, logger) : undefined;
+  const sessions = new SessionAuthenticator(deps.db, authenticator, config.api, throttle, tokens);
   const stream = new StreamHub({
     listener: deps.listener,
     schema: config.schema,
@@ -358,6 +370,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       await v1.register(operationRoutes, routeDeps);
       await v1.register(actorRoutes, routeDeps);
       await v1.register(sessionRoutes, { sessions });
+      await v1.register(oidcSessionRoutes, { sessions });
       await v1.register(dashboardRoutes, { ...routeDeps, stream, requestDone });
     },
     { prefix: '/v1' },

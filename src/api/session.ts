@@ -12,6 +12,12 @@
  * per client address, and a blocked address gets 429. A session cookie does not: its id is 256 random
  * bits only a sign-in hands out, and a dashboard left open past its idle expiry must not lock its
  * address out.
+ *
+ * With an OpenID Connect issuer configured (ADR 0035), a Bearer value that is a JWT is verified as the
+ * issuer's token (src/api/oidc-auth.ts; a token that does not verify counts as a failure like a wrong
+ * key), and a sign-in through the issuer (src/api/routes/oidc-session.ts) makes the same kind of session:
+ * the ID token's mapped organization, role and subject are stored with it, and it ends when the issuer's
+ * token expires (`not_after`) as well as when idle.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -19,6 +25,7 @@ import {
   deleteSession,
   findSession,
   insertSession,
+  insertSubjectSession,
   touchSession,
 } from '../adapters/postgres/session-queries.js';
 import { CsrfError, UnauthenticatedError } from '../errors.js';
@@ -26,6 +33,7 @@ import type { Database } from '../ports/database.js';
 import type { ApiSettings } from '../settings/core.js';
 import type { ApiKeyAuthenticator, Principal } from './auth.js';
 import type { AuthThrottle } from './auth-throttle.js';
+import { type JwtAuthenticator, looksLikeJwt, OIDC_ACTOR_PREFIX } from './oidc-auth.js';
 
 export const SESSION_COOKIE = 'herald_session';
 export const CSRF_HEADER = 'x-csrf-token';
@@ -34,7 +42,10 @@ export const CSRF_HEADER = 'x-csrf-token';
 export interface SessionInfo {
   organizationId: string;
   role: Principal['role'];
-  keyId: string;
+  /** The API key of a key sign-in; null for a sign-in through the issuer. */
+  keyId: string | null;
+  /** The issuer's subject of a sign-in through it; null for a key's session. */
+  subject: string | null;
   csrfToken: string;
   expiresAt: string;
 }
@@ -60,6 +71,8 @@ export class SessionAuthenticator {
     private readonly settings: Pick<ApiSettings, 'sessionIdleMs' | 'sessionSecure'>,
     /** Counts failed keys and sign-ins per client address; absent: no throttle. */
     private readonly throttle?: AuthThrottle,
+    /** Bearer JWTs of the configured issuer (ADR 0035); absent: API keys only. */
+    readonly tokens?: JwtAuthenticator,
   ) {
     this.idleSeconds = settings.sessionIdleMs / 1000;
     this.touchAfterSeconds = Math.min(60, this.idleSeconds / 4);
@@ -85,6 +98,36 @@ export class SessionAuthenticator {
         organizationId: principal.organizationId,
         role: principal.role,
         keyId: principal.keyId,
+        subject: null,
+        csrfToken,
+        expiresAt: expiresAt.toISOString(),
+      },
+    };
+  }
+
+  /**
+   * A session for a subject signed in through the issuer (its ID token verified and mapped): it ends
+   * at `notAfter` (the issuer's token expiry) or when idle, whichever comes first.
+   */
+  async signInSubject(principal: Principal, notAfter: Date): Promise<{ cookie: string; info: SessionInfo }> {
+    const cookie = randomBytes(32).toString('base64url');
+    const csrfToken = randomBytes(32).toString('base64url');
+    const { expiresAt } = await insertSubjectSession(this.db, {
+      idHash: hashOf(cookie),
+      csrfToken,
+      idleSeconds: this.idleSeconds,
+      organizationId: principal.organizationId,
+      role: principal.role,
+      subject: principal.subject!,
+      notAfter,
+    });
+    return {
+      cookie,
+      info: {
+        organizationId: principal.organizationId,
+        role: principal.role,
+        keyId: null,
+        subject: principal.subject!,
         csrfToken,
         expiresAt: expiresAt.toISOString(),
       },
@@ -102,11 +145,13 @@ export class SessionAuthenticator {
       expiresAt =
         (await touchSession(this.db, idHash, this.idleSeconds, this.touchAfterSeconds)) ?? expiresAt;
     }
+    const actor = found.keyId !== null ? `api-key:${found.keyId}` : `${OIDC_ACTOR_PREFIX}${found.subject}`;
     const principal: Principal = {
-      keyId: found.keyId,
+      keyId: found.keyId ?? actor,
       organizationId: found.organizationId,
       role: found.role,
-      actor: `api-key:${found.keyId}`,
+      actor,
+      ...(found.subject !== null ? { subject: found.subject } : {}),
     };
     return {
       principal,
@@ -114,6 +159,7 @@ export class SessionAuthenticator {
         organizationId: found.organizationId,
         role: found.role,
         keyId: found.keyId,
+        subject: found.subject,
         csrfToken: found.csrfToken,
         expiresAt: expiresAt.toISOString(),
       },
@@ -130,8 +176,7 @@ export class SessionAuthenticator {
    */
   async authenticate(request: FastifyRequest): Promise<Principal> {
     const { authorization } = request.headers;
-    if (authorization !== undefined)
-      return this.guarded(request.ip, () => this.keys.authenticate(authorization));
+    if (authorization !== undefined) return this.guarded(request.ip, () => this.bearer(authorization));
     const cookie = request.cookies?.[SESSION_COOKIE];
     if (cookie === undefined) {
       throw new UnauthenticatedError(
@@ -144,7 +189,15 @@ export class SessionAuthenticator {
     return session.principal;
   }
 
-  private guarded(client: string | undefined, attempt: () => Promise<Principal>): Promise<Principal> {
+  /** An `Authorization: Bearer` value: the issuer's JWT when one is configured and it is one, else a key. */
+  private bearer(authorization: string): Promise<Principal> {
+    const token = /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1];
+    if (this.tokens && token !== undefined && looksLikeJwt(token)) return this.tokens.authenticate(token);
+    return this.keys.authenticate(authorization);
+  }
+
+  /** Runs a sign-in step under the authentication throttle (a failure counts against `client`). */
+  guarded<T>(client: string | undefined, attempt: () => Promise<T>): Promise<T> {
     return this.throttle && client !== undefined ? this.throttle.guard(client, attempt) : attempt();
   }
 
@@ -164,7 +217,7 @@ export class SessionAuthenticator {
       httpOnly: true,
       sameSite: 'strict',
       path: '/',
-      secure: this.secure(request),
+      secure: this.secureFor(request),
     });
   }
 
@@ -173,11 +226,12 @@ export class SessionAuthenticator {
       httpOnly: true,
       sameSite: 'strict',
       path: '/',
-      secure: this.secure(request),
+      secure: this.secureFor(request),
     });
   }
 
-  private secure(request: FastifyRequest): boolean {
+  /** Whether this request's cookies get the Secure flag (HERALD_API_SESSION_SECURE). */
+  secureFor(request: FastifyRequest): boolean {
     if (this.settings.sessionSecure === 'always') return true;
     if (this.settings.sessionSecure === 'never') return false;
     // request.protocol is `https` over TLS, or from X-Forwarded-Proto when the proxy is trusted.

@@ -7,14 +7,14 @@
  * these are pages, not API operations.
  */
 import { existsSync, statSync } from 'node:fs';
-import { dirname, join, normalize, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, normalize, resolve, sep } from 'node:path';
 import fastifyStatic from '@fastify/static';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { packageRoot } from '../package-root.js';
 import { PROBLEM_CONTENT_TYPE, problem } from './problem.js';
 
-/** dist/ui of the package (src/api/ui.ts and dist/api/ui.js are both two levels below the root). */
-export const DEFAULT_UI_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'ui');
+/** dist/ui of the package. */
+export const DEFAULT_UI_ROOT = join(packageRoot(), 'dist', 'ui');
 
 export const uiRoutes: FastifyPluginAsync<{ root?: string | undefined }> = async (app, options) => {
   const root = resolve(options.root ?? DEFAULT_UI_ROOT);

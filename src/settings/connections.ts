@@ -169,7 +169,7 @@ type ConnectionEnv = z.infer<z.ZodObject<typeof connectionEnvShape>> & {
 export interface ConnectionSettings {
   /** DATABASE_URL with the effective sslmode, sslrootcert, sslcert and sslkey parameters. */
   readonly databaseUrl: string;
-  /** AMQP_URL with the effective cacertfile, certfile and keyfile parameters. */
+  /** AMQP_URL with the effective cacertfile, certfile and keyfile parameters (on each node's URL of a cluster). */
   readonly amqpUrl: string | undefined;
   readonly redis: RedisConnection | undefined;
   readonly kafkaSecurity: KafkaSecurity;
@@ -303,7 +303,17 @@ function amqpUrl(e: ConnectionEnv): string | undefined {
     if (set) throw new ConfigError(variables[set[0] as keyof typeof variables], 'needs AMQP_URL (amqps://…)');
     return undefined;
   }
-  const url = new URL(e.AMQP_URL);
+  // A cluster's nodes (several URLs, ADR 0037): each gets the same TLS files.
+  const nodes = e.AMQP_URL.split(',').map((node) => node.trim());
+  return nodes.map((node) => amqpNodeUrl(node, values, variables)).join(',');
+}
+
+function amqpNodeUrl(
+  node: string,
+  values: Record<'cacertfile' | 'certfile' | 'keyfile', string | undefined>,
+  variables: Record<'cacertfile' | 'certfile' | 'keyfile', string>,
+): string {
+  const url = new URL(node);
   const settings = Object.fromEntries(
     (Object.keys(variables) as (keyof typeof variables)[]).map((parameter) => [
       parameter,
@@ -313,7 +323,7 @@ function amqpUrl(e: ConnectionEnv): string | undefined {
   const file = settings.cacertfile ?? settings.certfile ?? settings.keyfile;
   if (file && url.protocol !== 'amqps:') throw new ConfigError(file.variable, 'needs an amqps:// AMQP_URL');
   requirePair(settings.certfile, settings.keyfile, 'HERALD_AMQP_CERT_PATH', 'HERALD_AMQP_KEY_PATH');
-  if (Object.values(values).every((value) => value === undefined)) return e.AMQP_URL;
+  if (Object.values(values).every((value) => value === undefined)) return node;
   for (const [parameter, setting] of Object.entries(settings)) {
     if (setting) url.searchParams.set(parameter, setting.path);
   }
@@ -458,7 +468,7 @@ export function connectionSettings(e: ConnectionEnv): ConnectionSettings {
   const kafka = kafkaSecurity(e, warnings);
   const secrets = [
     ...urlPasswords(e.DATABASE_URL),
-    ...urlPasswords(e.AMQP_URL),
+    ...(e.AMQP_URL ?? '').split(',').flatMap((node) => urlPasswords(node.trim())),
     ...urlPasswords(e.REDIS_URL),
     e.HERALD_REDIS_PASSWORD,
     e.HERALD_KAFKA_SASL_PASSWORD,

@@ -15,7 +15,8 @@ import {
   SECRET_VARIABLES,
 } from './connections.js';
 import { describeSetting as d, type EnvOf, type EnvSection } from './fragment.js';
-import { flag, identifier, nonNegativeInt, positiveInt, url } from './validators.js';
+import { type OidcSettings, oidcSection, oidcSettings, oidcWarnings } from './oidc.js';
+import { flag, identifier, nonNegativeInt, positiveInt, url, urlList } from './validators.js';
 
 const c = connectionEnvShape;
 
@@ -40,8 +41,8 @@ export const amqpSection = {
   title: 'RabbitMQ',
   env: {
     AMQP_URL: d(
-      url(['amqp', 'amqps']).optional(),
-      "RabbitMQ URL (required by the worker; the relay needs it or `KAFKA_BROKERS`); `amqps://` for TLS, verified against the URL's host name (or its `server_name_indication` parameter)",
+      urlList(['amqp', 'amqps']).optional(),
+      "RabbitMQ URL (required by the worker; the relay needs it or `KAFKA_BROKERS`); `amqps://` for TLS, verified against the URL's host name (or its `server_name_indication` parameter). A cluster: its nodes' URLs separated by commas, one scheme for all; Herald connects to the first that answers and moves to another when a connection is lost (ADR 0037)",
     ),
     HERALD_AMQP_CA_PATH: c.HERALD_AMQP_CA_PATH,
     HERALD_AMQP_CERT_PATH: c.HERALD_AMQP_CERT_PATH,
@@ -382,11 +383,12 @@ export const CORE_SECTIONS = [
   projectorSection,
   maintenanceSection,
   apiSection,
+  oidcSection,
   observabilitySection,
   tracingSection,
 ] as const;
 
-export const CORE_SECRET_VARIABLES: readonly string[] = SECRET_VARIABLES;
+export const CORE_SECRET_VARIABLES: readonly string[] = [...SECRET_VARIABLES, ...oidcSection.secretVariables];
 
 /** Every generic variable → its validator. */
 export const CORE_ENV = {
@@ -401,6 +403,7 @@ export const CORE_ENV = {
   ...projectorSection.env,
   ...maintenanceSection.env,
   ...apiSection.env,
+  ...oidcSection.env,
   ...observabilitySection.env,
   ...tracingSection.env,
 };
@@ -494,6 +497,8 @@ export interface ApiSettings {
     readonly perOrganization: number;
     readonly perKey: number;
   };
+  /** Bearer JWTs of an OpenID Connect issuer and the dashboard's sign-in through it (ADR 0035); undefined: keys only. */
+  readonly oidc: OidcSettings | undefined;
 }
 
 /** Periodic upkeep (src/maintenance/), each service with its own interval; rows per statement shared. */
@@ -695,6 +700,7 @@ export function coreConfig(e: CoreEnv, defaults: { pod?: string } = {}): HeraldC
         perOrganization: e.HERALD_API_STREAMS_PER_ORGANIZATION,
         perKey: e.HERALD_API_STREAMS_PER_KEY,
       },
+      oidc: oidcSettings(e),
     },
     tracing: {
       enabled:
@@ -712,7 +718,10 @@ export function coreConfig(e: CoreEnv, defaults: { pod?: string } = {}): HeraldC
       maxProjectionLagSeconds: e.HERALD_READY_MAX_PROJECTION_LAG_SECONDS,
       startupGraceMs: e.HERALD_READY_STARTUP_GRACE_SECONDS * 1000,
     },
-    warnings: [...contradictionWarnings(e), ...connections.warnings],
-    secrets: connections.secrets,
+    warnings: [...contradictionWarnings(e), ...oidcWarnings(e), ...connections.warnings],
+    secrets: [
+      ...connections.secrets,
+      ...(e.HERALD_API_OIDC_CLIENT_SECRET === undefined ? [] : [e.HERALD_API_OIDC_CLIENT_SECRET]),
+    ],
   };
 }

@@ -18,6 +18,33 @@ export const url = (protocols: string[]) =>
       message: `must start with ${protocols.map((p) => `${p}://`).join(' or ')}`,
     });
 
+/**
+ * One URL, or several separated by commas (a cluster's nodes, ADR 0037), all with the same one of
+ * `protocols` (a list mixing TLS and plain text would make the connection's security depend on which
+ * node answers first).
+ */
+export const urlList = (protocols: string[]) =>
+  z.string().superRefine((value, context) => {
+    const parts = value.split(',').map((part) => part.trim());
+    const expected = `must start with ${protocols.map((p) => `${p}://`).join(' or ')}`;
+    for (const [index, part] of parts.entries()) {
+      const ok =
+        z.string().url().safeParse(part).success && protocols.some((p) => part.startsWith(`${p}://`));
+      if (!ok) {
+        const message = parts.length > 1 ? `URL ${index + 1} of ${parts.length} ${expected}` : expected;
+        context.addIssue({ code: 'custom', message });
+        return;
+      }
+    }
+    const schemes = new Set(parts.map((part) => part.slice(0, part.indexOf('://'))));
+    if (schemes.size > 1) {
+      context.addIssue({
+        code: 'custom',
+        message: `the URLs must share one scheme, got ${[...schemes].join(' and ')}`,
+      });
+    }
+  });
+
 /** `true`/`false` (or `1`/`0`), as a boolean. */
 export const flag = (defaultValue: 'true' | 'false') =>
   z

@@ -81,11 +81,11 @@ describe('GET /v1/session/status', () => {
   it('answers 200 signed out, and the session when the cookie has one', async () => {
     const out = await api.request('GET', '/v1/session/status');
     expect(out.status, out.text).toBe(200);
-    expect(out.body).toEqual({ signedIn: false, session: null });
+    expect(out.body).toEqual({ signedIn: false, session: null, oidc: null });
     const stale = await api.request('GET', '/v1/session/status', {
       headers: { cookie: `herald_session=${'B'.repeat(43)}` },
     });
-    expect(stale.body).toEqual({ signedIn: false, session: null });
+    expect(stale.body).toEqual({ signedIn: false, session: null, oidc: null });
 
     const signIn = await api.request('POST', '/v1/session', { body: { apiKey: viewerKey } });
     expect(signIn.status, signIn.text).toBe(200);

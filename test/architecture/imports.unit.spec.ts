@@ -3,7 +3,7 @@
  * module (slices arrive through the registry), only src/adapters/ imports drivers, the folder graph
  * of src/ is acyclic, the composition roots (the files that name Herald's registry) are imported by
  * nothing in src/, and the CLI's entry point, role table and commands do not import each other in a
- * cycle.
+ * cycle; src/client/ (the package's `herald/client`) imports nothing of the server's.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -61,6 +61,7 @@ const DRIVERS = [
   'smtp-server',
   '@line/bot-sdk',
   'smpp',
+  'jose',
 ];
 /** Files that name Herald's own registry: the package entries, the CLI entry, the demo, the config. */
 const COMPOSITION_ROOTS = ['config.ts', 'main.ts', 'demo.ts', 'index.ts', 'api.ts', 'testing.ts'];
@@ -133,6 +134,20 @@ describe('import rules', () => {
     };
     for (const node of edges.keys()) if (!state.has(node)) visit(node, [node]);
     expect(cycles).toEqual([]);
+  });
+
+  it('src/client/ imports only itself and its two libraries (the client runs without the server)', () => {
+    const allowed = ['openapi-fetch', 'eventsource-parser'];
+    const offenders = sourceFiles(join(SRC, 'client')).flatMap((file) =>
+      importsOf(file)
+        .filter((specifier) =>
+          specifier.startsWith('.')
+            ? !resolved(file, specifier).startsWith('client/')
+            : !allowed.includes(specifier),
+        )
+        .map((specifier) => `${relative(SRC, file)} → ${specifier}`),
+    );
+    expect(offenders).toEqual([]);
   });
 
   it('nothing in src/ imports a composition root', () => {

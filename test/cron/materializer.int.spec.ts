@@ -3,10 +3,10 @@
  * every second: exactly one run per occurrence (none missing, none doubled), each with its outbox
  * message in the same transaction.
  *  - in process: three scanners stopped and restarted in between, checked against outbox and verify;
- *  - the soak: three `herald scanner` processes for HERALD_CRON_SOAK_SECONDS of database clock (60 in
- *    `npm test`; `HERALD_CRON_SOAK_SECONDS=180 npx vitest run test/cron/materializer.int.spec.ts` for the
- *    long one), one of them killed with SIGKILL and restarted every ninth of it (a pod lost mid-pass),
- *    all three at once twice.
+ *  - the soak: three `herald scanner` processes for HERALD_CRON_SOAK_SECONDS of database clock (30 in
+ *    `npm test`; `npm run soak:cron` runs 600, `HERALD_CRON_SOAK_SECONDS=3600 npm run soak:cron` an
+ *    hour), one of them killed with SIGKILL and restarted every ninth of it (a pod lost mid-pass), all
+ *    three at once twice.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -23,7 +23,7 @@ import { heraldArgs } from '../support/cli.js';
 import { cronService, dbNowMs } from '../support/cron.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
-const SOAK_MS = Number(process.env.HERALD_CRON_SOAK_SECONDS ?? 60) * 1000;
+const SOAK_MS = Number(process.env.HERALD_CRON_SOAK_SECONDS ?? 30) * 1000;
 
 let t: TestDatabase;
 beforeAll(async () => {

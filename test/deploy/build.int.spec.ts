@@ -1,7 +1,7 @@
 /**
  * `npm run build`'s output runs every role: the build's compiler settings (tsconfig.build.json) into a
  * scratch folder inside the repository (so dist/ of a working checkout is left alone and node_modules
- * still resolves), then `node <out>/main.js <role> --help` for every role of the CLI's table:
+ * still resolves) and its one-file bundle, then `node <out>/herald.js <role> --help` for every role of the CLI's table:
  * exit 0 and the command's own help (what docs/reference/cli.md shows). Catches what only the compiled output gets wrong (an import
  * that resolves under tsx only, a file missing from src/). Under `npm test` (HERALD_TEST_FROM_DIST=1) it
  * checks the dist/ that `npm run build:server` made just before, the same compiler run.
@@ -36,8 +36,13 @@ describe('the compiled build', () => {
         ],
         { cwd: ROOT, stdio: 'inherit' },
       );
+      execFileSync(process.execPath, [join(ROOT, 'scripts', 'bundle-cli.mjs'), OUT], {
+        cwd: ROOT,
+        stdio: 'inherit',
+      });
     }
-    const main = join(OUT, 'main.js');
+    // The bundle bin/herald.js starts (every Herald module in one file; the packages external).
+    const main = join(OUT, 'herald.js');
     const usage = execFileSync(process.execPath, [main, '--help'], { encoding: 'utf8' });
     const roles = [...usage.matchAll(/^ {2}(\S+) {2,}/gm)].map((m) => m[1]!);
     expect(roles).toEqual(expect.arrayContaining(['migrate', 'scanner', 'relay', 'worker', 'api', 'tick']));

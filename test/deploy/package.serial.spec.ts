@@ -1,6 +1,6 @@
 /**
  * Herald as an npm package (ADR 0020): `npm pack` of a copy of this checkout (its `prepack` builds
- * dist/ and the dashboard), the tarball installed into an empty project, its three entries imported
+ * dist/ and the dashboard), the tarball installed into an empty project, its entries imported
  * from TypeScript under `--strict` with the library types checked (no skipLibCheck), and the installed
  * `herald` bin run: `--help`, and `migrate` against a test database. Catches what only the package
  * gets wrong: a file left out of `files`, a runtime import of a dev dependency, a type the entries
@@ -77,7 +77,9 @@ describe('the npm package', () => {
         'index.d.ts',
         'api.js',
         'testing.js',
+        'client',
         'main.js',
+        'herald.js',
         'ui',
         'contracts',
       ]),
@@ -94,6 +96,7 @@ describe('the npm package', () => {
       `import { AggregateRegistry, defineModule, type HeraldConfig, heraldRegistry, loadConfig } from 'herald';
 import { buildApiServer, type RouteDeps } from 'herald/api';
 import type { FencedHandlerFixture } from 'herald/testing';
+import { createHeraldClient, HeraldProblemError, type Schemas } from 'herald/client';
 
 const config = loadConfig({ DATABASE_URL: 'postgres://herald@127.0.0.1:5432/herald' });
 const zone: string = config.sms.zone;
@@ -101,7 +104,13 @@ const generic: HeraldConfig = config;
 const registry = new AggregateRegistry([...heraldRegistry.modules]);
 const slice = defineModule({ name: 'empty', aggregates: [] });
 export const used: unknown[] = [zone, generic, registry, slice, buildApiServer];
-export type Used = [RouteDeps, FencedHandlerFixture];
+export type Used = [RouteDeps, FencedHandlerFixture, Schemas['Campaign']];
+const herald = createHeraldClient({ baseUrl: 'http://127.0.0.1:8080', credential: async () => 'hk_test' });
+export const read = (id: string): Promise<string> =>
+  herald.GET('/v1/campaigns/{id}', { params: { path: { id } } }).then((c) => c.status, (e: unknown) => {
+    if (e instanceof HeraldProblemError) return e.kind;
+    throw e;
+  });
 `,
     );
     writeFileSync(

@@ -1,7 +1,8 @@
 /**
  * Runs the real `herald` CLI as a child process against a test database: from source through tsx (as
  * `npm run herald` does), or, when HERALD_TEST_FROM_DIST=1 (set by `npm test`, which builds first), from
- * `dist/main.js`, as deployed: the same code compiled, without tsx's second of start-up per process.
+ * `dist/herald.js` (the bundle bin/herald.js starts), as deployed: the same code compiled, without tsx's
+ * second of start-up per process.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -9,12 +10,12 @@ import { existsSync } from 'node:fs';
 import type { TestDatabase } from './services.js';
 
 const FROM_DIST = process.env.HERALD_TEST_FROM_DIST === '1';
-if (FROM_DIST && !existsSync('dist/main.js'))
-  throw new Error('HERALD_TEST_FROM_DIST=1 but dist/main.js is missing: run `npm run build:server` first');
+if (FROM_DIST && !existsSync('dist/herald.js'))
+  throw new Error('HERALD_TEST_FROM_DIST=1 but dist/herald.js is missing: run `npm run build:server` first');
 
 /** node's arguments for `herald <args>` (run them with process.execPath, from the repository's root). */
 export function heraldArgs(args: readonly string[]): string[] {
-  return FROM_DIST ? ['dist/main.js', ...args] : ['--import', 'tsx', 'src/main.ts', ...args];
+  return FROM_DIST ? ['dist/herald.js', ...args] : ['--import', 'tsx', 'src/main.ts', ...args];
 }
 
 export interface CliResult {

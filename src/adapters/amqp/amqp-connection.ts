@@ -8,6 +8,10 @@
  * it) and the URL's host name, or `server_name_indication` when given; `certfile` and `keyfile` present
  * a client certificate (RabbitMQ's URI query parameters; loadConfig writes HERALD_AMQP_*_PATH into
  * them, ADR 0015). The files are read on every connect, so a reconnect picks up renewed ones.
+ *
+ * A cluster is given as several URLs separated by commas (AMQP_URL, ADR 0037): a connection goes to
+ * the first node that answers, starting after the node whose connection was last lost, so a holder
+ * re-opening after a node stops or hangs lands on a surviving node without waiting for the lost one.
  */
 import type { ConnectionOptions } from 'node:tls';
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type Options } from 'amqplib';
@@ -20,6 +24,7 @@ export type QueueType = 'quorum' | 'classic';
 export type { Channel, ConfirmChannel };
 
 export interface AmqpConnectionOptions {
+  /** One URL, or the URLs of a cluster's nodes separated by commas. */
   url: string;
   name: string;
   logger?: Logger;
@@ -42,8 +47,35 @@ export function amqpTlsOptions(url: URL): ConnectionOptions {
   return { ...readTlsFiles(files, 'AMQP'), ...(serverName ? { servername: serverName } : {}) };
 }
 
+/** The URLs of `url`: one, or a cluster's nodes separated by commas. */
+export function amqpUrls(url: string): string[] {
+  return url
+    .split(',')
+    .map((part) => part.trim())
+    .filter((part) => part.length > 0);
+}
+
+/** host:port of an AMQP URL, for logs and errors (never its credentials). */
+export function amqpNode(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}`;
+  } catch {
+    return 'an invalid URL';
+  }
+}
+
+/**
+ * Per list of nodes (the `url` option as given), the index the next connection tries first: the
+ * node after the one whose connection was lost last. Shared by every holder in the process (the
+ * relay's sink, the consumers), which all move on together.
+ */
+const firstNodeToTry = new Map<string, number>();
+
 export class AmqpConnection {
   private model: ChannelModel | undefined;
+  /** Index in amqpUrls(url) of the node this connection is open to. */
+  private node = 0;
   private lostHandlers = new Set<(error: Error) => void>();
   private closing = false;
 
@@ -75,26 +107,59 @@ export class AmqpConnection {
   }
 
   private async open(): Promise<void> {
-    try {
-      const url = new URL(this.options.url);
-      const tls = amqpTlsOptions(url);
-      if (!url.searchParams.has('heartbeat'))
-        url.searchParams.set('heartbeat', String(this.options.heartbeatSeconds ?? 10));
-      this.model = await amqp.connect(url.toString(), {
-        ...tls,
-        clientProperties: { connection_name: this.options.name },
-        timeout: this.options.connectTimeoutMs ?? 10_000,
-      });
-    } catch (error) {
-      if (error instanceof ConfigError) throw error; // an unreadable TLS file: no broker to blame
-      throw new BrokerUnavailableError(`cannot connect to RabbitMQ: ${(error as Error).message}`, error);
+    const urls = amqpUrls(this.options.url);
+    const first = (firstNodeToTry.get(this.options.url) ?? 0) % urls.length;
+    const failures: { node: string; error: unknown }[] = [];
+    for (let step = 0; step < urls.length && !this.model; step++) {
+      const index = (first + step) % urls.length;
+      try {
+        this.model = await this.connectTo(urls[index] as string);
+        this.node = index;
+      } catch (error) {
+        if (error instanceof ConfigError) throw error; // an unreadable TLS file: no broker to blame
+        failures.push({ node: amqpNode(urls[index] as string), error });
+      }
+    }
+    if (!this.model) {
+      const reasons = failures.map(({ node, error }) =>
+        urls.length > 1 ? `${node}: ${(error as Error).message}` : (error as Error).message,
+      );
+      throw new BrokerUnavailableError(
+        `cannot connect to RabbitMQ: ${reasons.join('; ')}`,
+        failures[0]?.error,
+      );
+    }
+    if (urls.length > 1) {
+      firstNodeToTry.set(this.options.url, this.node);
+      const log = failures.length > 0 ? this.options.logger?.warn : this.options.logger?.info;
+      log?.call(
+        this.options.logger,
+        { node: amqpNode(urls[this.node] as string), unavailable: failures.map(({ node }) => node) },
+        'amqp connected to a cluster node',
+      );
     }
     const model = this.model;
     model.on('error', (error: Error) => this.options.logger?.warn({ err: error }, 'amqp connection error'));
     model.on('close', (error?: Error) => {
       if (this.closing) return;
+      // The next connection of any holder starts at the next node (unless one moved on already).
+      if (urls.length > 1 && firstNodeToTry.get(this.options.url) === this.node) {
+        firstNodeToTry.set(this.options.url, (this.node + 1) % urls.length);
+      }
       const reason = error ?? new Error('connection closed');
       for (const handler of this.lostHandlers) handler(reason);
+    });
+  }
+
+  private async connectTo(node: string): Promise<ChannelModel> {
+    const url = new URL(node);
+    const tls = amqpTlsOptions(url);
+    if (!url.searchParams.has('heartbeat'))
+      url.searchParams.set('heartbeat', String(this.options.heartbeatSeconds ?? 10));
+    return amqp.connect(url.toString(), {
+      ...tls,
+      clientProperties: { connection_name: this.options.name },
+      timeout: this.options.connectTimeoutMs ?? 10_000,
     });
   }
 

@@ -16,7 +16,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { Agent, request } from 'undici';
+import type { Agent } from 'undici';
 import { z } from 'zod';
 import { canonicalMoney, toUnits } from '../../domain/sms/money.js';
 import {
@@ -35,7 +35,10 @@ import type {
   BillingRequestOptions,
 } from '../../ports/billing.js';
 import type { TlsFiles } from '../../settings/connections.js';
+import { lazyPackage } from '../lazy-package.js';
 import { readTlsFiles } from '../tls-files.js';
+
+const undici = lazyPackage<typeof import('undici')>('undici');
 
 export interface HttpBillingOptions {
   /** The service's base URL (`https://billing.internal/v1`); operations are POSTed below it. */
@@ -117,7 +120,7 @@ export class HttpBillingClient implements BillingPort {
     }
     this.base = options.baseUrl.replace(/\/+$/, '');
     this.logger = (options.logger ?? silentLogger).child({ component: 'billing-http' });
-    this.agent = new Agent({
+    this.agent = new (undici().Agent)({
       connect: {
         ...(options.tls ? readTlsFiles(options.tls, 'billing') : {}),
         timeout: options.timeoutMs,
@@ -255,7 +258,7 @@ export class HttpBillingClient implements BillingPort {
     let text: string;
     let responseHeaders: Record<string, string | string[] | undefined>;
     try {
-      const response = await request(url, {
+      const response = await undici().request(url, {
         method: 'POST',
         headers,
         body: payload,

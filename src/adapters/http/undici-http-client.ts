@@ -5,10 +5,13 @@
  * is permanent (PermanentError: nothing was sent), anything on the way (DNS failure, refused or reset
  * connection, timeout via the AbortSignal) transient (TransientError).
  */
-import { Agent, request } from 'undici';
+import type { Agent } from 'undici';
 import { errorMessage, HeraldError, TransientError } from '../../errors.js';
 import type { HttpClient, OutboundRequest, OutboundResponse } from '../../ports/job-executor.js';
+import { lazyPackage } from '../lazy-package.js';
 import { checkTarget, guardedLookup, type TargetPolicy, TargetRefusedError } from './target-guard.js';
+
+const undici = lazyPackage<typeof import('undici')>('undici');
 
 function refusal(error: unknown): TargetRefusedError | undefined {
   for (let e: unknown = error; e; e = (e as { cause?: unknown }).cause) {
@@ -21,7 +24,7 @@ export class UndiciHttpClient implements HttpClient {
   private readonly agent: Agent;
 
   constructor(private readonly policy: TargetPolicy) {
-    this.agent = new Agent({
+    this.agent = new (undici().Agent)({
       connect: { lookup: guardedLookup(policy) as never },
       keepAliveTimeout: 4_000,
     });
@@ -34,7 +37,7 @@ export class UndiciHttpClient implements HttpClient {
     const url = new URL(outbound.url);
     checkTarget(url, this.policy);
     try {
-      const response = await request(url, {
+      const response = await undici().request(url, {
         method: outbound.method as 'GET',
         headers: outbound.headers,
         ...(outbound.body !== undefined ? { body: outbound.body } : {}),

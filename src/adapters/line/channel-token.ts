@@ -4,8 +4,8 @@
  * PermanentError, anything else (5xx, 429, network, timeout, an unreadable answer) a TransientError;
  * the client secret never appears in an error.
  */
-import { channelAccessToken, HTTPFetchError } from '@line/bot-sdk';
 import { PermanentError, TransientError } from '../../errors.js';
+import { lineSdk } from './messaging-api.js';
 
 export interface IssueChannelTokenOptions {
   baseUrl: string;
@@ -41,6 +41,7 @@ function describe(body: string): string {
 
 export async function issueChannelToken(options: IssueChannelTokenOptions): Promise<IssuedChannelToken> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const { channelAccessToken, HTTPFetchError } = await lineSdk();
   const client = new channelAccessToken.ChannelAccessTokenClient({ baseURL: options.baseUrl });
   const details = { clientId: options.clientId };
   let timer: NodeJS.Timeout | undefined;

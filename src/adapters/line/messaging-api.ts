@@ -6,7 +6,7 @@
  * `rejected`; 5xx, network errors and timeouts are `transient` (retry with the same key). The token
  * never appears in an outcome's message.
  */
-import { HTTPFetchError, messagingApi } from '@line/bot-sdk';
+import type { messagingApi } from '@line/bot-sdk';
 import type { LineMessage as CampaignLineMessage } from '../../domain/campaign/line.js';
 
 export type LineMessage = messagingApi.Message;
@@ -117,8 +117,8 @@ export function outcomeOfResponse(
   return { kind: 'transient', status, requestId, message };
 }
 
-function outcomeOfError(error: unknown, token: string, timeoutMs: number): LineOutcome {
-  if (error instanceof HTTPFetchError)
+function outcomeOfError(error: unknown, token: string, timeoutMs: number, sdk: LineSdk): LineOutcome {
+  if (error instanceof sdk.HTTPFetchError)
     return outcomeOfResponse(error.status, error.headers, error.body, token);
   if (error instanceof Timeout) {
     return { kind: 'transient', status: null, requestId: null, message: `no answer within ${timeoutMs} ms` };
@@ -140,15 +140,26 @@ function outcomeOfError(error: unknown, token: string, timeoutMs: number): LineO
   };
 }
 
+type LineSdk = typeof import('@line/bot-sdk');
+let loadedSdk: Promise<LineSdk> | undefined;
+/** The SDK is imported on the first call, not when the CLI starts: ~370 modules no other role needs. */
+export const lineSdk = (): Promise<LineSdk> => {
+  loadedSdk ??= import('@line/bot-sdk');
+  return loadedSdk;
+};
+
 export function lineMessagingApi(options: LineMessagingApiOptions): LineMessagingPort {
   const timeoutMs = options.timeoutMs ?? DEFAULT_LINE_TIMEOUT_MS;
   const clients = new Map<string, messagingApi.MessagingApiClient>();
 
-  const clientFor = (token: string) => {
+  const clientFor = (sdk: LineSdk, token: string) => {
     let client = clients.get(token);
     if (client) clients.delete(token);
     else
-      client = new messagingApi.MessagingApiClient({ baseURL: options.baseUrl, channelAccessToken: token });
+      client = new sdk.messagingApi.MessagingApiClient({
+        baseURL: options.baseUrl,
+        channelAccessToken: token,
+      });
     clients.set(token, client);
     if (clients.size > MAX_CACHED_CLIENTS) clients.delete(clients.keys().next().value!);
     return client;
@@ -163,8 +174,9 @@ export function lineMessagingApi(options: LineMessagingApiOptions): LineMessagin
     send: (client: messagingApi.MessagingApiClient) => Promise<{ httpResponse: Response }>,
   ): Promise<LineOutcome> => {
     let timer: NodeJS.Timeout | undefined;
+    const sdk = await lineSdk();
     try {
-      const pending = send(clientFor(token));
+      const pending = send(clientFor(sdk, token));
       pending.catch(() => {});
       const { httpResponse } = await Promise.race([
         pending,
@@ -174,7 +186,7 @@ export function lineMessagingApi(options: LineMessagingApiOptions): LineMessagin
       ]);
       return { kind: 'accepted', requestId: httpResponse.headers.get('x-line-request-id') ?? '' };
     } catch (error) {
-      return outcomeOfError(error, token, timeoutMs);
+      return outcomeOfError(error, token, timeoutMs, sdk);
     } finally {
       clearTimeout(timer);
     }

@@ -7,12 +7,12 @@
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { HeraldError } from '../../errors.js';
+import { packageRoot } from '../../package-root.js';
 import { connectClient, translateDatabaseError } from './database.js';
 
-export const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'migrations');
+export const MIGRATIONS_DIR = join(packageRoot(), 'migrations');
 
 const SQL = {
   lock: 'select pg_advisory_lock(hashtext($1))',

@@ -17,12 +17,27 @@ export const INSERT_SESSION = `
 /** A key's expired sessions (pruned at each sign-in of the key: bounded, no sweeper needed). */
 export const PRUNE_KEY_SESSIONS = `delete from api_session where key_id = $1 and expires_at <= now()`;
 
-/** A live session of a live key; `stale` says whether it is due a touch. */
+/**
+ * A live session: of a live key, or of an issuer's subject whose token has not expired (`not_after`);
+ * `stale` says whether it is due a touch.
+ */
 export const FIND_SESSION = `
-  select s.key_id::text as key_id, s.csrf_token, s.expires_at, k.organization_id, k.role,
-         s.last_seen_at < now() - make_interval(secs => $2) as stale
-    from api_session s join api_key k on k.id = s.key_id
-   where s.id_hash = $1 and s.expires_at > now() and k.revoked_at is null`;
+  select s.key_id::text as key_id, s.csrf_token, least(s.expires_at, s.not_after) as expires_at,
+         coalesce(k.organization_id, s.organization_id) as organization_id, coalesce(k.role, s.role) as role,
+         s.subject, s.last_seen_at < now() - make_interval(secs => $2) as stale
+    from api_session s left join api_key k on k.id = s.key_id
+   where s.id_hash = $1 and s.expires_at > now()
+     and ((s.key_id is not null and k.revoked_at is null) or (s.key_id is null and s.not_after > now()))`;
+
+/** A sign-in through the issuer: the claims' organization, role and subject, until its token expires. */
+export const INSERT_SUBJECT_SESSION = `
+  insert into api_session (id_hash, key_id, csrf_token, expires_at, organization_id, role, subject, not_after)
+  values ($1, null, $2, now() + make_interval(secs => $3), $4, $5, $6, $7)
+  returning created_at, least(expires_at, not_after) as expires_at`;
+
+/** A subject's ended sessions (pruned at each of its sign-ins). */
+export const PRUNE_SUBJECT_SESSIONS = `
+  delete from api_session where subject = $1 and (expires_at <= now() or not_after <= now())`;
 
 export const TOUCH_SESSION = `
   update api_session set last_seen_at = now(), expires_at = now() + make_interval(secs => $2)
@@ -32,7 +47,10 @@ export const TOUCH_SESSION = `
 export const DELETE_SESSION = `delete from api_session where id_hash = $1`;
 
 export interface SessionRecord {
-  keyId: string;
+  /** The API key of a key sign-in; null for a sign-in through the issuer. */
+  keyId: string | null;
+  /** The issuer's subject of a sign-in through it; null for a key's session. */
+  subject: string | null;
   organizationId: string;
   role: ApiKeyRole;
   csrfToken: string;
@@ -55,13 +73,39 @@ export async function insertSession(
   return { createdAt: rows[0]!.created_at, expiresAt: rows[0]!.expires_at };
 }
 
+export async function insertSubjectSession(
+  sql: SqlClient,
+  params: {
+    idHash: Buffer;
+    csrfToken: string;
+    idleSeconds: number;
+    organizationId: string;
+    role: ApiKeyRole;
+    subject: string;
+    notAfter: Date;
+  },
+): Promise<{ createdAt: Date; expiresAt: Date }> {
+  await sql.query(PRUNE_SUBJECT_SESSIONS, [params.subject]);
+  const { rows } = await sql.query<{ created_at: Date; expires_at: Date }>(INSERT_SUBJECT_SESSION, [
+    params.idHash,
+    params.csrfToken,
+    params.idleSeconds,
+    params.organizationId,
+    params.role,
+    params.subject,
+    params.notAfter,
+  ]);
+  return { createdAt: rows[0]!.created_at, expiresAt: rows[0]!.expires_at };
+}
+
 export async function findSession(
   sql: SqlClient,
   idHash: Buffer,
   touchAfterSeconds: number,
 ): Promise<SessionRecord | null> {
   const { rows } = await sql.query<{
-    key_id: string;
+    key_id: string | null;
+    subject: string | null;
     csrf_token: string;
     expires_at: Date;
     organization_id: string;
@@ -72,6 +116,7 @@ export async function findSession(
   if (!row) return null;
   return {
     keyId: row.key_id,
+    subject: row.subject,
     organizationId: row.organization_id,
     role: row.role,
     csrfToken: row.csrf_token,

@@ -7,12 +7,15 @@
  */
 import { createConnection, type Socket } from 'node:net';
 import { connect as connectTls, type TLSSocket } from 'node:tls';
-import { AbstractConnector, Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { retryDelayMs } from '../../runtime/backoff.js';
 import type { TlsFiles } from '../../settings/connections.js';
+import { lazyPackage } from '../lazy-package.js';
 import { readTlsFiles } from '../tls-files.js';
+
+const ioredis = lazyPackage<typeof import('ioredis')>('ioredis');
 
 export type SetOnceResult = 'acquired' | 'taken' | 'unavailable';
 
@@ -42,7 +45,7 @@ const reconnectDelayMs = (attempt: number) =>
  * listener that stays for the socket's life. Host, port and tls come from ioredis's parsed options.
  */
 function guardedConnector(onSocketError: (error: Error) => void) {
-  return class GuardedConnector extends AbstractConnector {
+  return class GuardedConnector extends ioredis().AbstractConnector {
     private readonly target: RedisOptions;
 
     constructor(options: unknown) {
@@ -103,7 +106,7 @@ export class RedisLock {
       url.username = '';
       url.password = '';
     }
-    this.client = new Redis(url.toString(), {
+    this.client = new (ioredis().Redis)(url.toString(), {
       ...credentials,
       connectionName: options.name ?? 'herald',
       connectTimeout: this.timeoutMs,

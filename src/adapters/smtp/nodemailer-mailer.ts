@@ -5,15 +5,18 @@
  * recipient, a refused message) is permanent, a 4xx reply or connection trouble transient; a timeout
  * (the AbortSignal) closes the connection and is transient.
  */
-import nodemailer, { type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import { errorMessage, PermanentError, TransientError } from '../../errors.js';
 import type { Mailer, MailMessage } from '../../ports/job-executor.js';
+import { lazyPackage } from '../lazy-package.js';
+
+const nodemailer = lazyPackage<typeof import('nodemailer')>('nodemailer');
 
 export class NodemailerMailer implements Mailer {
   private readonly transport: Transporter;
 
   constructor(url: string) {
-    this.transport = nodemailer.createTransport(url, {});
+    this.transport = nodemailer().createTransport(url, {});
   }
 
   async send(

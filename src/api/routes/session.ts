@@ -15,7 +15,11 @@ export const sessionView = z
   .object({
     organizationId: z.string(),
     role: z.enum(['viewer', 'operator', 'admin']),
-    keyId: z.uuid(),
+    keyId: z.uuid().nullable().describe('the API key signed in with; null for a sign-in through the issuer'),
+    subject: z
+      .string()
+      .nullable()
+      .describe("the issuer's subject (`sub`) signed in with; null for an API key's session"),
     csrfToken: z.string().describe('send as the x-csrf-token header on every command of this session'),
     expiresAt: z.iso.datetime().describe('when the session expires unless used (idle timeout)'),
   })
@@ -81,7 +85,17 @@ export const sessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionAuthenticat
         security: [],
         response: {
           200: z
-            .object({ signedIn: z.boolean(), session: sessionView.nullable() })
+            .object({
+              signedIn: z.boolean(),
+              session: sessionView.nullable(),
+              oidc: z
+                .object({
+                  displayName: z.string().describe('what the sign-in button names'),
+                  signInUrl: z.string().describe('where the browser goes to sign in through the issuer'),
+                })
+                .nullable()
+                .describe('the sign-in through an OpenID Connect issuer, when configured (ADR 0035)'),
+            })
             .meta({ id: 'SessionStatus' }),
           ...readProblems,
         },
@@ -90,7 +104,15 @@ export const sessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionAuthenticat
     async (request, reply) => {
       const session = await sessions.find(request.cookies[SESSION_COOKIE]);
       void reply.header('cache-control', 'no-store');
-      return { signedIn: session !== null, session: session?.info ?? null };
+      const tokens = sessions.tokens;
+      return {
+        signedIn: session !== null,
+        session: session?.info ?? null,
+        oidc:
+          tokens?.settings.client !== undefined
+            ? { displayName: tokens.settings.displayName, signInUrl: '/v1/session/oidc' }
+            : null,
+      };
     },
   );
 

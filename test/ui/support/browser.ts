@@ -62,8 +62,8 @@ export type HeraldRole =
 export interface DashboardOptions {
   /** Roles started beside `herald api`, one child process each. */
   roles?: HeraldRole[];
-  /** Extra environment for every child (e.g. short poll intervals). */
-  env?: Record<string, string>;
+  /** Extra environment for every child (e.g. short poll intervals); a function is read at start (a test server's URL). */
+  env?: Record<string, string> | (() => Record<string, string>);
   /**
    * A RabbitMQ vhost of the spec's own (default true): the roles' seed queue names (fixed) are then
    * the spec's alone, so another test run's relay or worker on the same broker neither declares nor
@@ -137,7 +137,7 @@ export async function startDashboard(options: DashboardOptions = {}): Promise<Da
     ...(amqpUrl ? { AMQP_URL: amqpUrl } : {}),
     // LINE's limit of 60 broadcasts an hour per channel would space a spec's broadcasts a minute apart.
     ...lineEnv(line, { HERALD_LINE_BROADCAST_PER_HOUR: '360000', HERALD_LINE_NARROWCAST_PER_HOUR: '360000' }),
-    ...options.env,
+    ...(typeof options.env === 'function' ? options.env() : options.env),
   });
   const directory = new LineDirectory({ db: t.db, settings: testLineSettings(line) });
   // The API's request log is noise in a failure message; the roles' info lines tell what happened.
@@ -226,6 +226,8 @@ export interface UiPage {
   problems: string[];
   /** Declares a failed resource load as expected (e.g. the 401 of a wrong key). */
   allowHttp(expected: ExpectedHttp): void;
+  /** Lets the page navigate to another origin (an OpenID Connect issuer's authorization endpoint). */
+  allowOrigin(origin: string): void;
   /**
    * Serves every request to `origin` (e.g. `https://cdn.example.com`) with a generated picture, and
    * declares that origin allowed: the images a LINE campaign's content names by URL (the dashboard shows
@@ -312,6 +314,7 @@ export async function openUiPage(browser: Browser, dashboard: Dashboard): Promis
     context,
     problems,
     allowHttp: (expected) => allowed.push(expected),
+    allowOrigin: (origin) => contentOrigins.add(new URL(origin).origin),
     async serveImages(origin) {
       contentOrigins.add(new URL(origin).origin);
       await page.route(`${new URL(origin).origin}/**`, (route) =>

@@ -104,6 +104,23 @@ async function currentSession(): Promise<Session | null> {
   return status.signedIn ? status.session : null;
 }
 
+export type SignInOptions = Schemas['SessionStatus']['oidc'];
+
+/**
+ * How the sign-in page may sign in besides a key: the OpenID Connect issuer's button, when configured
+ * (`oidc` of GET /v1/session/status; ADR 0035). The exchange happens in the API, so no token reaches
+ * this page: the browser only follows `signInUrl` and comes back with the session cookie.
+ */
+export function useSignInOptions(): SignInOptions | undefined {
+  const query = useQuery({
+    queryKey: ['session-options'],
+    queryFn: async () => (await unwrap(api.GET('/v1/session/status'))).oidc,
+    staleTime: Number.POSITIVE_INFINITY,
+    retry: false,
+  });
+  return query.data;
+}
+
 export interface SessionState {
   /** undefined while loading, null when signed out. */
   session: Session | null | undefined;

@@ -1,6 +1,7 @@
 /**
  * An event's actor for people: an API key of the organization by its name (the raw `api-key:<id>` on
- * hover), anything else (a pod, the scanner, a CLI user) as recorded.
+ * hover), an OpenID Connect token's subject (`oidc:<sub>`) by the name its token carried, anything else
+ * (a pod, the scanner, a CLI user) as recorded.
  */
 import { useActor } from '../api/client';
 
@@ -8,6 +9,14 @@ export function ActorName({ actor }: { actor: string | null | undefined }) {
   const found = useActor(actor);
   if (!actor) return <span className="muted">unknown actor</span>;
   const isKey = actor.startsWith('api-key:');
+  if (actor.startsWith('oidc:') && found?.name) {
+    return (
+      <span className="actor-name" title={actor} data-testid="actor-name">
+        {found.name}
+        {found.role ? <span className="muted small-text"> ({found.role})</span> : null}
+      </span>
+    );
+  }
   if (!isKey) return <span className="actor-name">{actor}</span>;
   if (!found)
     return (

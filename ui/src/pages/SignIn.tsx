@@ -1,10 +1,13 @@
 /**
  * Sign-in with an API key: POST /v1/session makes a server-side session (HttpOnly SameSite=Strict
- * cookie; the key itself is not kept in the browser). A refused key shows the server's problem.
+ * cookie; the key itself is not kept in the browser). A refused key shows the server's problem. When an
+ * OpenID Connect issuer is configured (ADR 0035), "Sign in with <issuer>" goes through the API's
+ * authorization-code flow (GET /v1/session/oidc): it comes back with the same session cookie, or here
+ * with `?error=` saying why not.
  */
 import { type FormEvent, useEffect, useRef, useState } from 'react';
 import { Navigate, useNavigate, useSearchParams } from 'react-router-dom';
-import { useSession } from '../api/client';
+import { useSession, useSignInOptions } from '../api/client';
 import { ErrorBanner } from '../components';
 
 export function SignIn() {
@@ -16,6 +19,8 @@ export function SignIn() {
   const navigate = useNavigate();
   const next = params.get('next');
   const target = next?.startsWith('/') && !next.startsWith('//') ? next : '/';
+  const oidc = useSignInOptions();
+  const oidcError = params.get('error');
 
   if (!loading && session) return <Navigate to={target} replace />;
 
@@ -43,6 +48,21 @@ export function SignIn() {
             <div className="subtitle">Operations dashboard</div>
           </div>
         </div>
+        {oidc ? (
+          <>
+            <a
+              className="signin-oidc"
+              href={`${oidc.signInUrl}?next=${encodeURIComponent(target)}`}
+              data-testid="signin-oidc"
+            >
+              Sign in with {oidc.displayName}
+            </a>
+            {oidcError ? <ErrorBanner error={new Error(oidcError)} /> : null}
+            <div className="signin-or" aria-hidden="true">
+              <span>or with an API key</span>
+            </div>
+          </>
+        ) : null}
         <div className="field">
           <label htmlFor="api-key">API key</label>
           <input

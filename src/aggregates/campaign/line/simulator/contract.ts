@@ -7,8 +7,7 @@
  * (`"^[0-9]{8}$"`) is that regex, and annotations (`example`, `externalDocs`, `x-enum-*`) are known.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import {
   Ajv,
   type AnySchemaObject,
@@ -19,6 +18,7 @@ import {
 } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
+import { packageRoot } from '../../../../package-root.js';
 
 /** One problem, as LINE reports it in a 400 body's `details`. */
 export interface LineErrorDetail {
@@ -34,10 +34,9 @@ export const CHANNEL_ACCESS_TOKEN_DOCUMENT = 'channel-access-token.yml';
  * test/contract/line-openapi/ of the repository (running from source).
  */
 export function defaultOpenApiDir(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const shipped = resolve(here, '..', '..', '..', '..', 'contracts', 'line-openapi');
+  const shipped = join(packageRoot(), 'dist', 'contracts', 'line-openapi');
   if (existsSync(join(shipped, MESSAGING_API_DOCUMENT))) return shipped;
-  return resolve(here, '..', '..', '..', '..', '..', 'test', 'contract', 'line-openapi');
+  return join(packageRoot(), 'test', 'contract', 'line-openapi');
 }
 
 type OpenApiDocument = { paths: Record<string, Record<string, OpenApiOperation>> };
