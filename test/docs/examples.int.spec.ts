@@ -80,11 +80,12 @@ beforeAll(async () => {
     tokens: ['a-long-lived-channel-access-token'],
     friends: [],
   });
-  // `herald` on PATH: the CLI as the other tests run it (dist/ under npm test, else the source).
+  // `herald` on PATH: the CLI as the other tests run it (test/support/cli.ts: dist/'s bundle under npm
+  // test, else the source).
   const bin = join(scratch, 'bin');
   mkdirSync(bin);
   const cli = FROM_DIST
-    ? `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(ROOT, 'dist', 'main.js'))} "$@"`
+    ? `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(ROOT, 'dist', 'herald.js'))} "$@"`
     : `exec ${JSON.stringify(process.execPath)} --import ${JSON.stringify(`file://${join(ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')}`)} ${JSON.stringify(join(ROOT, 'src', 'main.ts'))} "$@"`;
   writeFileSync(join(bin, 'herald'), `#!/usr/bin/env bash\n${cli}\n`);
   chmodSync(join(bin, 'herald'), 0o755);
