@@ -126,7 +126,7 @@ async function runScenario(name: string, jobs: number, schedule: string, occurre
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const idleCpu = scannerCpu(roles) - idleCpu0;
     const idleMs = performance.now() - idleStarted;
-    // The library wiring of the README: commits wake the scanners (NOTIFY) for jobs due within their poll.
+    // The library wiring of docs/architecture.md (Library use): commits wake the scanners (NOTIFY) for jobs due within their poll.
     const notifier = new CoalescingNotifier(database.db, database.config().notifyCoalesceMs);
     closeNotifier = () => notifier.close();
     const cron = new CronService({

@@ -333,7 +333,7 @@ async function runHerald(
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     const workerIdleMb = procStatusMb(worker.pid, 'VmRSS');
 
-    // The library wiring of the README: a command handler whose commits wake the scanners (NOTIFY).
+    // The library wiring of docs/architecture.md (Library use): a command handler whose commits wake the scanners (NOTIFY).
     notifier = new CoalescingNotifier(database.db, database.config().notifyCoalesceMs);
     const service = new CampaignService({
       db: database.db,

@@ -27,5 +27,5 @@ export function loadConfig(
 /** Every variable Herald reads (`herald config`, the reference). */
 export const CONFIG_VARIABLES = settingsVariables(heraldRegistry.settings);
 
-/** The sections of the configuration reference, generic ones first (docs/configuration.md). */
+/** The sections of the configuration reference, generic ones first (docs/reference/configuration.md). */
 export const CONFIG_SECTIONS = settingsSections(heraldRegistry.settings);

@@ -1,7 +1,7 @@
 /**
  * `npm run demo`: Herald's main job end to end on locally started services. It creates a fresh demo
  * database, runs the relay, scanner and worker in this process, serves the HTTP API for the whole run
- * (its URL and an admin key of the demo's organization are printed, so the README's curl section and
+ * (its URL and an admin key of the demo's organization are printed, so the curl examples of docs/ and
  * the dashboard can be followed while it runs), then runs each registered slice's demo step in
  * registry order (campaigns, then scheduled actions, then cron jobs) and exits 0 when every step
  * reached its expected outcome. HERALD_DEMO_API_SECONDS keeps the API up that long afterwards.

@@ -6,6 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { heraldRegistry } from './aggregates/registry.js';
+import { commandHelp, commandsUsage } from './cli/help.js';
 import { roleTable } from './cli/roles.js';
 import { loadConfig } from './config.js';
 import { HeraldError } from './errors.js';
@@ -14,14 +15,7 @@ import type { HeraldConfig } from './settings/core.js';
 
 const roles = roleTable(heraldRegistry);
 
-const USAGE = `usage: herald <role> [options]
-
-roles:
-${Object.entries(roles)
-  .map(([name, role]) => `  ${name.padEnd(12)} ${role.summary}`)
-  .join('\n')}
-
-Configuration is read from the environment (see README: Configuration).`;
+const USAGE = commandsUsage(roles);
 
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
@@ -33,7 +27,7 @@ async function main(argv: string[]): Promise<number> {
   const [roleName, ...args] = positionals;
   const role = roleName ? roles[roleName] : undefined;
   if (role && values.help) {
-    process.stdout.write(`usage: herald ${roleName} [options]\n\n${role.summary}\n\n${USAGE}\n`);
+    process.stdout.write(`${commandHelp(roleName!, role)}\n`);
     return 0;
   }
   if (!role || values.help) {

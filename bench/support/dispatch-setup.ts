@@ -14,7 +14,7 @@ import { TEST_LINE_MESSAGES } from '../../test/support/line.js';
 
 export const LINE_QUEUES = [LINE_BROADCAST_QUEUE, LINE_MULTICAST_QUEUE] as const;
 
-/** The library wiring of the README: a command handler and a service that wake scanner and relay. */
+/** The library wiring of docs/architecture.md (Library use): a command handler and a service that wake scanner and relay. */
 export function campaignService(db: Database, notifyCoalesceMs: number) {
   const notifier = new CoalescingNotifier(db, notifyCoalesceMs);
   const service = new CampaignService({

@@ -96,6 +96,7 @@ async function apiKeysCommand(context: RoleContext, db: Database): Promise<numbe
 export const apiKeyRoles: Record<string, Role> = {
   'api-keys': {
     summary: 'HTTP API keys: create --organization <id> --role <role> | list | revoke <id>',
+    usage: USAGE,
     run: oneShot(USAGE, apiKeysCommand),
   },
 };

@@ -345,20 +345,24 @@ const projectionsCommand = command(PROJECTIONS_USAGE, async ({ argv, config, log
 export const incidentRoles: Record<string, Role> = {
   projections: {
     summary: 'projections status | rebuild <name> (rebuilds into a shadow table, swaps when caught up)',
+    usage: PROJECTIONS_USAGE,
     run: projectionsCommand,
   },
   replay: {
     summary:
       'replay <type>/<id> [--at <time>] [--json] | --until <time> --into <schema> (history, causal chains, past state)',
+    usage: REPLAY_USAGE,
     run: replayCommand,
   },
   verify: {
     summary:
       "fold every stream (or one organization's) and compare with its state row; exit 1 on drift [--organization <id>] [--json]",
+    usage: VERIFY_USAGE,
     run: verifyCommand,
   },
   export: {
     summary: 'events (and --receipts) as JSON Lines [--from <time>] [--to <time>] [--stream-type <type>]',
+    usage: EXPORT_USAGE,
     run: exportCommand,
   },
 };

@@ -9,7 +9,7 @@
 import { createDatabase } from '../adapters/postgres/database.js';
 import { migrate } from '../adapters/postgres/migrator.js';
 import { ValidationError } from '../errors.js';
-import { runOutboxCommand } from '../outbox/outbox-admin.js';
+import { OUTBOX_USAGE, runOutboxCommand } from '../outbox/outbox-admin.js';
 import type { AggregateRegistry } from '../registry/registry.js';
 import type { Role, RoleContext, RoleDefinition } from '../registry/role.js';
 import { apiRole } from '../roles/api-role.js';
@@ -103,6 +103,7 @@ export function roleTable(registry: AggregateRegistry): Record<string, Role> {
   const table: Record<string, Role> = {
     migrate: {
       summary: 'apply pending migrations (safe to run from several pods at once); --dry-run lists them',
+      usage: 'herald migrate [--dry-run]',
       run: migrateCommand,
     },
     ...Object.fromEntries(
@@ -113,6 +114,7 @@ export function roleTable(registry: AggregateRegistry): Record<string, Role> {
     ),
     outbox: {
       summary: 'operator commands: parked | requeue <id> | skip <id> [--reason=…] (ordered keys, dead rows)',
+      usage: OUTBOX_USAGE,
       run: outboxCommand,
     },
     all: {

@@ -1,5 +1,5 @@
 /**
- * Herald's upkeep tasks, each with its own settings (README: Maintenance):
+ * Herald's upkeep tasks, each with its own settings (docs/operations.md; docs/reference/configuration.md, Maintenance):
  * - `outbox-recovery`: dead rows past the cooldown go back to pending, for a bounded number of rounds
  *   (the relay's automatic retry of a whole row); wakes the relays.
  * - `outbox-ordered-heads`: ordered key heads a crashed relay left waiting are woken (ADR 0007).

@@ -55,5 +55,10 @@ export interface RoleContext<Config extends HeraldConfig = HeraldConfig> {
 /** A `herald` command: a summary for the usage text and a run function returning the exit code. */
 export interface Role<Config extends HeraldConfig = HeraldConfig> {
   summary: string;
+  /**
+   * The command's synopsis (`herald cron list|show … | create …`, alternatives separated by ` | `),
+   * printed by `herald <command> --help` and in docs/reference/cli.md (src/cli/help.ts).
+   */
+  usage?: string;
   run(context: RoleContext<Config>): Promise<number>;
 }

@@ -3,7 +3,7 @@
  * validator, default and meaning (`describeSetting`), and how they become typed settings. Herald's
  * generic machinery has its sections (src/settings/core.ts); each slice's registration brings its own
  * fragment (`defineSettings`), which `loadSettings` composes with them, so the configuration type,
- * the validation and the reference in docs/configuration.md all come from one place. Nothing here
+ * the validation and the reference in docs/reference/configuration.md all come from one place. Nothing here
  * reads `process.env`.
  */
 import type { z } from 'zod';

@@ -1,5 +1,5 @@
 /**
- * The configuration reference (docs/configuration.md), generated from the sections and fragments
+ * The configuration reference (docs/reference/configuration.md), generated from the sections and fragments
  * themselves: one table per section, one row per variable with its default and meaning as its
  * validator declares them, so the document cannot drift from what `loadSettings` accepts
  * (`npm run docs:config` writes it; a unit test fails when it is stale).

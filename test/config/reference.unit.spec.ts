@@ -1,5 +1,5 @@
 /**
- * The configuration reference (docs/configuration.md) is generated from the settings sections and the
+ * The configuration reference (docs/reference/configuration.md) is generated from the settings sections and the
  * registered slices' fragments: it lists every variable loadConfig reads, once, with its default and
  * meaning, and the checked-in file is the generator's current output (`npm run docs:config`).
  */
@@ -21,8 +21,11 @@ describe('configuration reference', () => {
     expect(reference).toContain('## Cron jobs');
   });
 
-  it('docs/configuration.md is the generated reference (npm run docs:config)', () => {
-    const file = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'configuration.md'), 'utf8');
+  it('docs/reference/configuration.md is the generated reference (npm run docs:config)', () => {
+    const file = readFileSync(
+      join(import.meta.dirname, '..', '..', 'docs', 'reference', 'configuration.md'),
+      'utf8',
+    );
     expect(file).toBe(reference);
   });
 });

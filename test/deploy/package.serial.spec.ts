@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
+import { CONSUMER_COMPILER_OPTIONS } from '../support/typescript.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const work = mkdtempSync(join(tmpdir(), 'herald-package-'));
@@ -68,6 +69,8 @@ describe('the npm package', () => {
     expect(entries).toEqual(expect.arrayContaining(['bin', 'dist', 'migrations', 'package.json']));
     expect(entries).not.toContain('src');
     expect(entries).not.toContain('test');
+    // The references the README links to and the package's users read offline (ADR 0036).
+    expect(readdirSync(join(shipped, 'docs', 'reference')).sort()).toEqual(['cli.md', 'configuration.md']);
     expect(readdirSync(join(shipped, 'dist'))).toEqual(
       expect.arrayContaining([
         'index.js',
@@ -113,15 +116,7 @@ export const read = (id: string): Promise<string> =>
     writeFileSync(
       join(app, 'tsconfig.json'),
       JSON.stringify({
-        compilerOptions: {
-          strict: true,
-          module: 'NodeNext',
-          moduleResolution: 'NodeNext',
-          target: 'ES2022',
-          noEmit: true,
-          types: ['node'],
-          skipLibCheck: false,
-        },
+        compilerOptions: { ...CONSUMER_COMPILER_OPTIONS, skipLibCheck: false },
         files: ['check.ts'],
       }),
     );

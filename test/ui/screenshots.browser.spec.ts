@@ -2,7 +2,7 @@
  * The sign-in, Overview, Outbox and Actions pages with demo-like data, in a real browser against
  * `herald api` and the roles (ADR 0018): each page renders its data with no console error (the harness
  * fails the test on any), and with HERALD_UI_SCREENSHOTS=1 (`npm run ui:screenshots`) each is saved as
- * docs/screenshots/<page>.png for the README, the API's /docs page too (the campaign, recipient and cron
+ * docs/screenshots/<page>.png for the dashboard guide (docs/guides/dashboard.md), the API's /docs page too (the campaign, recipient and cron
  * pages: screenshots-campaigns-cron.browser.spec.ts). The data is made the way an
  * operator's would be: LINE campaigns (content, a registered channel, a sealed audience) sent to the
  * dashboard's LINE test server, scheduled, paused and cancelled through the API; multicast

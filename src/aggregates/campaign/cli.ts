@@ -23,7 +23,7 @@ import { PostgresLedger } from './sms/billing.js';
 import { smsGatewayRole } from './sms/gateway/gateway.js';
 import { checkCampaignMoney, type MoneyCheck } from './sms/money-check.js';
 import { smsSimulatorRole } from './sms/simulator.js';
-import { smscSimulatorCommand } from './sms/smsc-simulator.js';
+import { SMPP_USAGE, smscSimulatorCommand } from './sms/smsc-simulator.js';
 
 const USAGE =
   'herald campaigns show <id> [--json] | recipients <id> [--after <id>] [--limit <n>] [--json] | ' +
@@ -362,15 +362,18 @@ export const campaignRoles: Record<string, Role<CampaignConfig>> = {
   billing: {
     summary:
       'the PostgreSQL billing ledger (HERALD_BILLING=ledger): credit <org> <amount> --key <key> | balance <org>',
+    usage: BILLING_USAGE,
     run: billingCommand,
   },
   campaigns: {
     summary:
       'campaigns: show <id> (status, SMS counters, money, build, LINE progress) | recipients <id> | pause|resume|cancel|reschedule|resend|edit <id>',
+    usage: USAGE,
     run: campaignsCommand,
   },
   'sms-simulator': {
     summary: `${smsSimulatorRole.summary}; --smpp: an SMPP 3.4 SMSC for \`herald sms-gateway\` [--port <p>] [--account <id>:<password>] [--tps <n>] [--received-file <path>]`,
+    usage: `herald sms-simulator | ${SMPP_USAGE}`,
     async run({ argv, config, logger, registry, signal }) {
       if (argv.includes('--smpp')) {
         const gateway = config.smsGateway;

@@ -16,7 +16,19 @@ import type { CronServices } from './routes.js';
 import type { CronService } from './service.js';
 import type { CronConfig } from './settings.js';
 
-const USAGE = `herald cron list|show|create|pause|resume|delete|trigger|runs|ledger|upcoming|backfill … (see README: Cron jobs)`;
+// Every subcommand also takes --organization <id> (a job named by name), --by <actor> and --json.
+const USAGE = [
+  'herald cron list [--organization <id>] [--all]',
+  'show <job>',
+  'create --organization <id> --name <text> --schedule <expr> [--tz <zone>] --type ping|webhook|slack|email --payload <JSON> ' +
+    '[--overlap allow|skip|buffer-one] [--catch-up skip-missed|run-latest|run-all] [--grace-ms <n>] [--window-ms <n>] [--cap <n>] ' +
+    '[--dst-ambiguous first|last|both] [--dst-missing shift|skip] [--timeout-ms <n>] [--retries <n>] [--retry-delay-ms <n>] [--paused]',
+  'pause <job> --reason <text>',
+  'resume|delete|trigger <job>',
+  'runs|ledger <job> [--from <time>] [--to <time>] [--limit <n>]',
+  'upcoming <job> [--count <n>]',
+  'backfill <job> --from <time> --to <time> [--dry-run]',
+].join(' | ');
 
 const COMMON = {
   ...ORGANIZATION_OPTION,
@@ -305,6 +317,7 @@ export const cronRoles: Record<string, Role<CronConfig>> = {
   cron: {
     summary:
       'cron jobs: list|show|create|pause|resume|delete|trigger|runs|ledger|upcoming|backfill [--dry-run]',
+    usage: USAGE,
     run: cronCommand,
   },
 };

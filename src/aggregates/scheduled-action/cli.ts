@@ -21,8 +21,17 @@ import type { Role, RoleContext } from '../../registry/role.js';
 import type { ActionServices } from './routes.js';
 import type { ActionsConfig } from './settings.js';
 
-const USAGE =
-  'herald actions list|show <id>|schedule <JSON>|signal|cancel <id> --reason <text>|fire <id>|reschedule <id>|subject <org> <subject> [--set <JSON>]';
+// Every subcommand also takes --actor <name> (recorded on its events) and --json.
+const USAGE = [
+  'herald actions list [--organization <id>] [--status <status>] [--workflow <id>] [--limit <n>]',
+  'show <id>',
+  'schedule <JSON>',
+  'signal --organization <id> --correlation <key> --name <signal> [--payload <JSON>]',
+  'cancel <id> --reason <text>',
+  'fire <id> [--reason <text>]',
+  'reschedule <id> (--execute-at <time> | --expires-at <time>) [--reason <text>]',
+  'subject <organization> <subject> [--set <JSON>]',
+].join(' | ');
 
 const OPTIONS = {
   ...ORGANIZATION_OPTION,
@@ -197,6 +206,7 @@ async function actionsCommand(context: RoleContext, db: Database): Promise<numbe
 export const actionRoles: Record<string, Role<ActionsConfig>> = {
   actions: {
     summary: 'scheduled actions: list | show | schedule | signal | cancel | fire | reschedule | subject',
+    usage: USAGE,
     run: oneShot(USAGE, actionsCommand),
   },
 };

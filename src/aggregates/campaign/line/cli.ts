@@ -169,10 +169,12 @@ export const lineRoles: Record<string, Role<CampaignConfig>> = {
   'line-channels': {
     summary:
       'LINE channels: add <oa> (--token-file | --client-id --client-secret-file) | list | show | remove | rotate-key',
+    usage: CHANNEL_USAGE,
     run: lineChannelsCommand,
   },
   'line-audiences': {
     summary: 'LINE multicast audiences: create <id> | add <id> --file <ids> | seal <id> | show <id> | list',
+    usage: AUDIENCE_USAGE,
     run: lineAudiencesCommand,
   },
 };

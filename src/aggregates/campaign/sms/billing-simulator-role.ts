@@ -31,6 +31,7 @@ export function parseCreditOption(value: string): { organizationId: string; amou
 
 export const billingSimulatorRole: Role = {
   summary: 'test double of a billing service over HTTP (its own ledger, idempotent keys, 402 when short)',
+  usage: USAGE,
   async run({ argv, logger, signal }) {
     let host: string;
     let port: number;

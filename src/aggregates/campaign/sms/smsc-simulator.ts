@@ -462,7 +462,7 @@ export class SmscSimulator {
   }
 }
 
-const SMPP_USAGE =
+export const SMPP_USAGE =
   'herald sms-simulator --smpp [--host <host>] [--port <port>] [--account <system_id>:<password>]… [--tps <n>] [--received-file <path>]';
 
 /**

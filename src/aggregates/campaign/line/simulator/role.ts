@@ -26,6 +26,7 @@ export function parseChannelOption(value: string): { channelId: string; token: s
 
 export const lineSimulatorRole: Role = {
   summary: 'test double of the LINE Messaging API (validates every request against LINE’s OpenAPI)',
+  usage: USAGE,
   async run({ argv, logger, signal }) {
     let host: string;
     let port: number;
