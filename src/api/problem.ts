@@ -23,13 +23,13 @@ export const RETRY_AFTER_SECONDS = 2;
 
 /** Statuses a client should retry after RETRY_AFTER_SECONDS (with the same Idempotency-Key). */
 function retryAfterOf(error: HeraldError, status: number): Record<string, string> | undefined {
-  if (error.code === 'IDEMPOTENCY_KEY_IN_USE' || status === 429 || status === 502 || status === 503) {
-    return { 'retry-after': String(RETRY_AFTER_SECONDS) };
-  }
-  // A 429 says when its window ends (the authentication throttle's).
+  // A 429 that knows when its window ends (the authentication throttle's) says so.
   const after = error.details.retryAfterSeconds;
   if (status === 429 && typeof after === 'number')
     return { 'retry-after': String(Math.max(1, Math.ceil(after))) };
+  if (error.code === 'IDEMPOTENCY_KEY_IN_USE' || status === 429 || status === 502 || status === 503) {
+    return { 'retry-after': String(RETRY_AFTER_SECONDS) };
+  }
   return undefined;
 }
 
