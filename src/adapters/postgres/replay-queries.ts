@@ -6,6 +6,7 @@
  * index, which every consumed message paid for). Receipts are in receipt-queries.ts. Read-only.
  */
 import type { SqlClient } from '../../ports/database.js';
+import { distinctLeadingValues } from './loose-index-scan.js';
 
 export const OUTBOX_FOR_EVENTS = `
   select id, message_id, event_position, sink, destination, routing_key, status, attempts, last_error,
@@ -19,13 +20,7 @@ export const OUTBOX_FOR_EVENTS = `
  * (one descent per consumer, however many rows each has), then one probe per consumer and message.
  */
 export const INBOX_FOR_MESSAGES = `
-  with recursive consumers (consumer) as (
-    (select consumer from inbox order by consumer limit 1)
-    union all
-    select (select i.consumer from inbox i where i.consumer > c.consumer order by i.consumer limit 1)
-      from consumers c
-     where c.consumer is not null
-  )
+  ${distinctLeadingValues('consumers', 'inbox', 'consumer')}
   select i.consumer, i.message_id, i.status, i.attempts, i.error, i.received_at, i.processed_at
     from consumers c
     join inbox i on i.consumer = c.consumer and i.message_id = any($1::text[])
