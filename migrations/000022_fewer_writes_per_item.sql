@@ -4,8 +4,8 @@
 -- reads it keeps served; the ADR has the plans (EXPLAIN) and the measured WAL before and after.
 --
 -- Applied in the migrator's transaction, as every file is: `create/drop index concurrently` cannot run
--- there. The drops are instant; the BRIN build reads the event log once while holding a SHARE lock on it
--- (appends wait for it: seconds per ten million events on the benchmark machine), as 000006's BRIN builds did.
+-- there. The drops are instant; each BRIN build reads its table once while holding a SHARE lock on it
+-- (appends wait meanwhile: about a second per million rows on the benchmark machine), as 000006's did.
 
 -- 1. Room on each outbox page for a row's next version. A row is written and then marked sent (by the
 --    process that committed it, ADR 0024, or claimed and then marked by a relay). No mark or claim can
