@@ -37,9 +37,10 @@ create index scheduled_action_organization_resting_idx on scheduled_action (orga
 drop index scheduled_action_organization_idx;
 
 -- 4. The inbox's message-id index: read only by `herald replay` (a message → the consumers' records of
---    it), and every message every consumer records paid an entry for it. Replay now finds the records
---    through the primary key (consumer, message_id): the few distinct consumers by a loose index scan,
---    then one probe per consumer and message (replay-queries.ts).
+--    it) and stale recovery's liveness check (was a sent message settled by any consumer?), and every
+--    message every consumer records paid an entry for it. Both now find the records through the primary
+--    key (consumer, message_id): the few distinct consumers by a loose index scan, then one probe per
+--    consumer and message (replay-queries.ts, claim-liveness-queries.ts).
 drop index inbox_message_id_idx;
 
 -- 5. Receipts by event position (`herald replay`: an event → its messages' receipts). Receipts are

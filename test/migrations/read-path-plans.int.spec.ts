@@ -9,7 +9,9 @@
  * enough for the planner to prefer an index where one serves (100,000 events, 30,000 actions, 100,000
  * inbox records, ~50,000 receipts, analyzed).
  */
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MESSAGES_IN_FLIGHT } from '../../src/adapters/postgres/claim-liveness-queries.js';
 import { EXPORT_EVENTS } from '../../src/adapters/postgres/event-queries.js';
 import { RECEIPTS_FOR_EVENTS } from '../../src/adapters/postgres/receipt-queries.js';
 import { INBOX_FOR_MESSAGES } from '../../src/adapters/postgres/replay-queries.js';
@@ -146,5 +148,12 @@ describe('read paths after migration 000022 (ADR 0032)', () => {
     const result = scans(root, 'publish_receipt');
     expect(result.seqScans, JSON.stringify(root)).toBe(0);
     expect(result.indexes).toContain('publish_receipt_event_position_brin');
+  });
+
+  it('stale recovery asks whether a sent message was settled through the inbox’s primary key', async () => {
+    const root = await plan(MESSAGES_IN_FLIGHT, [[randomUUID(), randomUUID()], 600_000]);
+    const result = scans(root, 'inbox');
+    expect(result.seqScans, JSON.stringify(root)).toBe(0);
+    expect(new Set(result.indexes.filter((i) => i.startsWith('inbox')))).toEqual(new Set(['inbox_pkey']));
   });
 });
