@@ -101,6 +101,12 @@ export async function databaseWork(db: Database, options: { byRelation?: boolean
   const slot = `bench_wal_${process.pid}_${Date.now()}`;
   if (options.byRelation) {
     await db.query('create extension if not exists pg_walinspect');
+    // A benchmark killed before since() leaves its slot behind, holding WAL: drop such leftovers first
+    // (these slots are never active; one benchmark runs per services instance).
+    await db.query(
+      `select pg_drop_replication_slot(slot_name) from pg_replication_slots
+        where slot_name like 'bench\\_wal\\_%' and not active`,
+    );
     await db.query('select pg_create_physical_replication_slot($1, true)', [slot]);
   }
   const start = await counters(db);
