@@ -5,7 +5,7 @@
  *   npm run bench:peers -- [--jobs 100000] [--pairs 3] [--warm-up 100] [--setup-ms-per-item 0.5]
  *                          [--scanners 2] [--relays 2] [--workers 2] [--dispatch queue|in-process]
  *                          [--gw-processes <scanners+relays+workers>] [--gw-concurrency 8] [--gw-pool 10]
- *                          [--gw-local-queue -1] [--gw-complete-batch-ms -1]
+ *                          [--gw-local-queue -1] [--gw-complete-batch-ms -1] [--wal-by-relation]
  *
  * The same work on both sides: N items due at one instant, each ending in one persistent, mandatory
  * message published to a quorum queue and confirmed by the broker. Measured: items per second from the
@@ -32,7 +32,8 @@
  * Setup (databases, migrations, seeding, starting the processes) is not timed. The PostgreSQL
  * durability profile (scripts/services: HERALD_SERVICES_PG_DURABLE=1, the default of `npm run
  * bench:peers`) is read from the server and printed with the figures, as are the load average and the
- * CPU the processes of each side used from the due instant to the end.
+ * CPU the processes of each side used from the due instant to the end. `--wal-by-relation` also prints
+ * the measured stretch's WAL per item by relation (pg_walinspect; bench/support/db-work.ts).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
@@ -45,7 +46,7 @@ import { makeWorkerUtils } from 'graphile-worker';
 import { queueOptions } from '../src/adapters/amqp/amqp-connection.js';
 import { createTestDatabase, requireEnv, uniqueName } from '../test/support/services.js';
 import { type ActionsBench, burst } from './support/actions-burst.js';
-import { type DatabaseWork, databaseWork, describeWork } from './support/db-work.js';
+import { type DatabaseWork, databaseWork, describeWalByRelation, describeWork } from './support/db-work.js';
 import { processCpuMs } from './support/dispatch-roles.js';
 import { databaseNowMs, distinctOffsets } from './support/dispatch-setup.js';
 import { hostBusySince, hostCpu, postgresCpu, rabbitmqCpu } from './support/host-cpu.js';
@@ -66,6 +67,7 @@ const { values } = parseArgs({
     'gw-pool': { type: 'string', default: '10' },
     'gw-local-queue': { type: 'string', default: '-1' },
     'gw-complete-batch-ms': { type: 'string', default: '-1' },
+    'wal-by-relation': { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -73,7 +75,8 @@ if (values.help) {
   process.stdout.write(
     'npm run bench:peers -- [--jobs 100000] [--pairs 3] [--warm-up 100] [--setup-ms-per-item 0.5] ' +
       '[--scanners 2] [--relays 2] [--workers 2] [--dispatch queue|in-process] ' +
-      '[--gw-processes N] [--gw-concurrency 8] [--gw-pool 10] [--gw-local-queue -1] [--gw-complete-batch-ms -1]\n' +
+      '[--gw-processes N] [--gw-concurrency 8] [--gw-pool 10] [--gw-local-queue -1] [--gw-complete-batch-ms -1] ' +
+      '[--wal-by-relation]\n' +
       '(see bench/peers.bench.ts)\n',
   );
   process.exit(0);
@@ -101,7 +104,8 @@ const gw = {
 };
 const amqpUrl = requireEnv('AMQP_URL');
 const log = (line: string) => process.stdout.write(`${line}\n`);
-const bench: ActionsBench = { amqpUrl, queueType: 'quorum', counts, log, dispatch };
+const walByRelation = values['wal-by-relation'];
+const bench: ActionsBench = { amqpUrl, queueType: 'quorum', counts, log, dispatch, walByRelation };
 const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'support', 'peers-graphile-child.ts');
 const ADD_BATCH = 1_000;
 
@@ -250,7 +254,7 @@ async function graphileWorker(): Promise<Run> {
     const hostAtDue = hostCpu();
     const postgresAtDue = await postgresCpu(db);
     const rabbitmqAtDue = rabbitmqCpu(amqpUrl);
-    const workAtDue = await databaseWork(db);
+    const workAtDue = await databaseWork(db, { byRelation: walByRelation });
     const deadline = Date.now() + 1_800_000;
     for (;;) {
       const { rows } = await db.query<{ left: number; failed: number; error: string | null }>(
@@ -330,9 +334,11 @@ for (let pair = 1; pair <= Number(values.pairs); pair++) {
   log(`pair ${pair}: herald (load ${load()})`);
   const h = await herald();
   log(`pair ${pair}: ${describeRun('herald', h)}`);
+  for (const line of describeWalByRelation(h.databaseWork, n)) log(line);
   log(`pair ${pair}: graphile-worker (load ${load()})`);
   const g = await graphileWorker();
   log(`pair ${pair}: ${describeRun('graphile-worker', g)}`);
+  for (const line of describeWalByRelation(g.databaseWork, n)) log(line);
   pairs.push(
     `pair ${pair}: herald=${Math.round(h.perSecond)}/s graphile-worker=${Math.round(g.perSecond)}/s ratio=${(h.perSecond / g.perSecond).toFixed(2)}`,
   );

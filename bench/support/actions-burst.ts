@@ -36,6 +36,8 @@ export interface ActionsBench {
    * scheduled_action_fire for the workers) or `in-process` (the workers claim and run the actions).
    */
   dispatch?: 'queue' | 'in-process';
+  /** Break the measured stretch's WAL down by relation (bench/support/db-work.ts, pg_walinspect). */
+  walByRelation?: boolean;
 }
 
 const SEED_BATCH = 1_000;
@@ -273,7 +275,7 @@ export async function burst(
     const hostAtDue = hostCpu();
     const postgresAtDue = await postgresCpu(db);
     const rabbitmqAtDue = rabbitmqCpu(bench.amqpUrl);
-    const workAtDue = await databaseWork(db);
+    const workAtDue = await databaseWork(db, { byRelation: bench.walByRelation ?? false });
     await waitForDone(db, warmUp + n, base - Date.now() + 1_800_000);
     const hostBusy = hostBusySince(hostAtDue);
     const postgresCpuMs = postgresAtDue.since();

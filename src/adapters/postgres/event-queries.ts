@@ -9,6 +9,7 @@ import { ConcurrencyError } from '../../errors.js';
 import type { SqlClient } from '../../ports/database.js';
 import type { AppendedEvent, EventMeta, LogCursor, NewEvent, StoredEvent } from '../../ports/events.js';
 import { forEachBatch } from './cursor-queries.js';
+import { distinctLeadingValues } from './loose-index-scan.js';
 
 export const APPEND_EVENTS = `
   insert into event (stream_type, stream_id, version, type, data, meta)
@@ -78,13 +79,7 @@ export const READ_STREAMS = `
  * unique index: one index descent per stream type, however many events there are.
  */
 export const DISTINCT_STREAM_TYPES = `
-  with recursive types (stream_type) as (
-    (select stream_type from event order by stream_type limit 1)
-    union all
-    select (select e.stream_type from event e where e.stream_type > t.stream_type order by e.stream_type limit 1)
-      from types t
-     where t.stream_type is not null
-  )
+  ${distinctLeadingValues('types', 'event', 'stream_type')}
   select stream_type from types where stream_type is not null`;
 
 /** Export: events recorded in [from, to), optionally of some stream types, in time order (a cursor query). */

@@ -2,9 +2,11 @@
  * Look-ups `herald replay` makes to follow a stream's causal chain: the outbox rows its events caused
  * (still there until pruned; a scan of the outbox, which has no event_position index on purpose —
  * migration 000003 — and is bounded by the outbox's retention) and the consumers' inbox records of
- * those messages (by message id, inbox_message_id_idx). Receipts are in receipt-queries.ts. Read-only.
+ * those messages (by message id, through the inbox's primary key: ADR 0032 dropped the message id's own
+ * index, which every consumed message paid for). Receipts are in receipt-queries.ts. Read-only.
  */
 import type { SqlClient } from '../../ports/database.js';
+import { distinctLeadingValues } from './loose-index-scan.js';
 
 export const OUTBOX_FOR_EVENTS = `
   select id, message_id, event_position, sink, destination, routing_key, status, attempts, last_error,
@@ -13,11 +15,16 @@ export const OUTBOX_FOR_EVENTS = `
    where event_position = any($1::bigint[])
    order by id`;
 
+/**
+ * The inbox's primary key is (consumer, message_id): the distinct consumers by a loose index scan of it
+ * (one descent per consumer, however many rows each has), then one probe per consumer and message.
+ */
 export const INBOX_FOR_MESSAGES = `
-  select consumer, message_id, status, attempts, error, received_at, processed_at
-    from inbox
-   where message_id = any($1::text[])
-   order by received_at, consumer`;
+  ${distinctLeadingValues('consumers', 'inbox', 'consumer')}
+  select i.consumer, i.message_id, i.status, i.attempts, i.error, i.received_at, i.processed_at
+    from consumers c
+    join inbox i on i.consumer = c.consumer and i.message_id = any($1::text[])
+   order by i.received_at, i.consumer`;
 
 export interface OutboxTrace {
   id: number;

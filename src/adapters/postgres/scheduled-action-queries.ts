@@ -141,7 +141,9 @@ export const LIST_ACTIONS = `
 
 /**
  * An organization's actions by execute time, latest first, after a keyset cursor (execute_at, id):
- * scheduled_action_organization_execute_idx, or with a status scheduled_action_organization_idx.
+ * scheduled_action_organization_execute_idx; with a status pending, failed or cancelled
+ * scheduled_action_organization_resting_idx, processing scheduled_action_processing_idx (the in-flight
+ * claims, sorted), done the first index with the status as a filter (migration 000022, ADR 0032).
  */
 export const LIST_ORGANIZATION_ACTIONS = `
   select ${columns}, version from scheduled_action
