@@ -4,12 +4,12 @@
  * generation fill with dead objects up to a limit it sets at 3–4× what the last full collection left
  * (a million-row build peaked at ~160 MB of heap over ~40 MB live), and a running process cannot lower
  * that limit: `--max-old-space-size` and its kin are read when the isolate is created. So the work calls
- * `check()` between batches; once the used heap has grown more than `budgetBytes` above what the last
- * full collection left, it runs one (V8's own collector, taken from a fresh vm context once
+ * `check()` between batches; once the old generation has grown more than `budgetBytes` above what the
+ * last full collection left, it runs one (V8's own collector, taken from a fresh vm context once
  * `--expose-gc` is on: the process's global scope gets no `gc`). Memory only, never correctness: where the collector
  * cannot be had, `check()` does nothing. ADR 0033.
  */
-import { getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 type Collect = () => void;
@@ -33,17 +33,31 @@ function fullCollection(): Collect | null {
   return collector;
 }
 
+/**
+ * The heap V8 keeps past its young generation: where what outlives a few scavenges piles up until a
+ * full collection (the young generation empties itself every few megabytes and is not counted).
+ */
+export function oldGenerationUsed(): number {
+  let used = 0;
+  for (const space of getHeapSpaceStatistics()) {
+    if (space.space_name !== 'new_space' && space.space_name !== 'new_large_object_space') {
+      used += space.space_used_size;
+    }
+  }
+  return used;
+}
+
 export class HeapBudget {
-  /** The used heap after the last full collection (at first: when the budget was made). */
-  private floor = getHeapStatistics().used_heap_size;
+  /** The old generation after the last full collection (at first: when the budget was made). */
+  private floor = oldGenerationUsed();
   /** Full collections this budget ran. */
   collections = 0;
 
   constructor(private readonly budgetBytes: number) {}
 
-  /** Runs a full collection if the heap grew past the budget since the last one; true if it did. */
+  /** Runs a full collection if the old generation grew past the budget since the last one; true if it did. */
   check(): boolean {
-    const used = getHeapStatistics().used_heap_size;
+    const used = oldGenerationUsed();
     // V8 collected on its own since: what it left is the new floor.
     if (used < this.floor) this.floor = used;
     if (used - this.floor < this.budgetBytes) return false;
@@ -51,7 +65,7 @@ export class HeapBudget {
     if (!collect) return false;
     collect();
     this.collections++;
-    this.floor = getHeapStatistics().used_heap_size;
+    this.floor = oldGenerationUsed();
     return true;
   }
 }

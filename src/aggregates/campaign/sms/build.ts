@@ -128,7 +128,7 @@ function isRefusal(error: unknown): boolean {
  * The garbage a build lets pile up on the heap before it has it collected (HeapBudget, ADR 0033): without
  * it V8 let a million-row build's heap grow ~110 MB past its live set.
  */
-const BUILD_HEAP_BUDGET_BYTES = 32 * 1024 * 1024;
+const BUILD_HEAP_BUDGET_BYTES = 16 * 1024 * 1024;
 
 /** Progress is recorded at least every this many batches' worth of rows read, accepted or not. */
 const PROGRESS_EVERY_BATCHES = 10;
