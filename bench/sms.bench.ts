@@ -5,7 +5,8 @@
  *     (a) build: a child process uploads a generated `rows`-row GENERIC CSV (numbers over four
  *         operators) through SmsCampaignService.createBulk, streamed; a second child builds it with the
  *         build sweep (parse, normalize, de-duplicate, route, price, save in batches, charge, QUEUED), as
- *         `herald worker` does. Prints `build rows/s=…` and `build peak_rss_mb=…` (goal ≤ 200 MB): the
+ *         `herald worker` does. Prints `build rows/s=…`, `build cpu_s=…` (the child's own CPU time, which
+ *         other load on the machine moves less than rows/s) and `build peak_rss_mb=…` (goal ≤ 200 MB): the
  *         larger of the build child's own maxRSS and VmRSS sampled from /proc every 100 ms, and the same
  *         for a child that only starts (`baseline_rss_mb`). `--build-node-flags=…` are passed to the build
  *         child's node (e.g. `--build-node-flags=--max-old-space-size=96`). The children run compiled
@@ -56,7 +57,14 @@ interface ChildReport {
   sizeBytes?: number;
   uploadMs?: number;
   buildMs?: number;
-  outcome?: { status: string; accepted: number; rejected: number };
+  buildCpuMs?: number;
+  outcome?: {
+    status: string;
+    accepted: number;
+    rejected: number;
+    heapCollections?: number;
+    parsedAhead?: number;
+  };
   maxRssKb: number;
 }
 
@@ -146,6 +154,9 @@ async function main() {
       `build: upload of ${upload.sizeBytes} bytes in ${Math.round(upload.uploadMs!)} ms (peak ${upload.peakMb} MB), build of ${rows} rows in ${Math.round(build.buildMs!)} ms${nodeFlags.length ? ` (node ${nodeFlags.join(' ')})` : ''}`,
     );
     log(`build rows/s=${Math.round((rows / build.buildMs!) * 1000)}`);
+    log(
+      `build cpu_s=${(build.buildCpuMs! / 1000).toFixed(1)} (the build child's own CPU: ${Math.round((rows / build.buildCpuMs!) * 1000)} rows per CPU second, less load-dependent than rows/s; heap collections it ran: ${build.outcome.heapCollections ?? 0}, records parsed ahead at most: ${build.outcome.parsedAhead ?? '?'})`,
+    );
     log(
       `build baseline_rss_mb=${baseline.peakMb} (the same child, started and stopped; ${values['from-source'] ? 'source through tsx' : 'compiled'})`,
     );

@@ -3,7 +3,7 @@
  * BENCH_PHASE=upload uploads a generated BENCH_ROWS-row GENERIC CSV (numbers spread over the four
  * seeded operators) through SmsCampaignService.createBulk, streamed; BENCH_PHASE=build builds the
  * waiting upload with the build sweep (as `herald worker` does). Each reports one JSON line: the
- * campaign id, the phase's time, the build's outcome, and its own peak RSS
+ * campaign id, the phase's time (and the build's CPU time), the build's outcome, and its own peak RSS
  * (process.resourceUsage().maxRSS). Configured like the real roles through loadConfig (DATABASE_URL,
  * HERALD_SCHEMA, HERALD_SMS_*); BENCH_TEMPLATE replaces the campaign's text (bench:smpp).
  */
@@ -59,11 +59,15 @@ if (phase === 'build') {
     settings: config.sms,
   });
   const buildStarted = performance.now();
+  const cpuStarted = process.cpuUsage();
   await sweeper.sweep();
   const buildMs = performance.now() - buildStarted;
+  const cpu = process.cpuUsage(cpuStarted);
   const outcome = sweeper.builder.outcomes[0];
   await db.close();
-  process.stdout.write(`${JSON.stringify({ buildMs, outcome, maxRssKb: process.resourceUsage().maxRSS })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ buildMs, buildCpuMs: (cpu.user + cpu.system) / 1000, outcome, maxRssKb: process.resourceUsage().maxRSS })}\n`,
+  );
   process.exit(0);
 }
 

@@ -347,6 +347,30 @@ describe('a recovered build', () => {
   });
 });
 
+describe('back-pressure', () => {
+  it('the parser runs at most one 4 KiB slice of the file ahead of the rows the build has taken', async () => {
+    await drain();
+    const rows = 30_000;
+    const { service } = smsService(t, { settings });
+    async function* file(): AsyncGenerator<Buffer> {
+      yield Buffer.from('msisdn\n');
+      for (let start = 0; start < rows; start += 5_000) {
+        yield Buffer.from(`${msisdns(5_000, '018', start).join('\n')}\n`);
+      }
+    }
+    await service.createBulk(meta({ name: 'back-pressure' }), file(), { organizationId: ORG });
+    // Small batches: the build stops to save every 100 rows while the parser has the rest of the file.
+    const sweeper = builder(ledger, { buildBatchSize: 100 });
+    await sweeper.sweep();
+    const outcome = sweeper.builder.outcomes[0]!;
+    expect(outcome).toMatchObject({ status: 'QUEUED', rowsRead: rows, accepted: rows });
+    // 12-byte rows: ~341 records per slice, plus the parser's readable buffer (16 records). With 64 KiB
+    // slices 5,462 records waited; with the parser's default 16 KiB input buffer, ~1,000.
+    expect(outcome.parsedAhead).toBeGreaterThan(0);
+    expect(outcome.parsedAhead).toBeLessThanOrEqual(400);
+  });
+});
+
 describe('a 100,000-row build', () => {
   it('streams in bounded memory, in batches: it retains no more than a build five times smaller', async () => {
     await drain();
@@ -394,7 +418,7 @@ describe('a 100,000-row build', () => {
     const small = await buildRows(20_000);
     const large = await buildRows(100_000);
     // Keeping each frozen row (~150 bytes) would retain ~15 MB at the end of the large build and ~12 MB
-    // more than at the end of the small one; the build holds one batch and one 64 KiB slice of the file.
+    // more than at the end of the small one; the build holds one batch and one 4 KiB slice of the file.
     expect(large.peak).toBeLessThan(8);
     expect(large.late).toBeLessThan(small.late + 3);
   });
