@@ -131,7 +131,14 @@ describe('campaign sweeper', () => {
     // The scanner was down through the whole window: the first sweep happens after the deadline.
     await waitFor(
       async () =>
-        (await t.db.query<{ past: boolean }>('select now() > $1 as past', [deadline])).rows[0]!.past,
+        // A millisecond past it: the sweep's clock is the database's at millisecond precision (a JS Date),
+        // so a transaction in the deadline's own millisecond is not past it yet.
+        (
+          await t.db.query<{ past: boolean }>(
+            "select now() >= $1::timestamptz + interval '1 millisecond' as past",
+            [deadline],
+          )
+        ).rows[0]!.past,
       { what: 'the database clock to pass the deadline' },
     );
     const s = sweeper();

@@ -28,6 +28,11 @@ const audienceParams = z.strictObject({ audienceId: z.string().min(1).max(100).d
 const channelList = z.object({ items: z.array(lineChannelView) }).meta({ id: 'LineChannelList' });
 const audiencePage = page(lineAudienceView, 'LineAudiencePage');
 const audienceListQuery = z.strictObject({ limit, cursor: cursor(z.string()).optional() });
+// Named once, here: a `.meta({ id })` inside the plugin registered another copy under the same id each time
+// an app was built, and the OpenAPI components of a second app in one process came out under other names.
+const newChannelBody = newLineChannelSchema.meta({ id: 'NewLineChannel' });
+const newAudienceBody = newLineAudienceSchema.meta({ id: 'NewLineAudience' });
+const audienceMembersBody = lineAudienceMembersSchema.meta({ id: 'LineAudienceMembers' });
 const TAGS = ['line'];
 
 export const lineRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> = async (app, { commands }) => {
@@ -41,7 +46,7 @@ export const lineRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> = as
         tags: TAGS,
         summary:
           "Register an official account's LINE channel, or replace its credentials (sealed; never answered back)",
-        body: newLineChannelSchema.meta({ id: 'NewLineChannel' }),
+        body: newChannelBody,
         response: { 201: lineChannelView, ...commandProblems },
       },
     },
@@ -101,7 +106,7 @@ export const lineRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> = as
       schema: {
         tags: TAGS,
         summary: 'Create an empty multicast audience (409 if the id is taken)',
-        body: newLineAudienceSchema.meta({ id: 'NewLineAudience' }),
+        body: newAudienceBody,
         response: { 201: lineAudienceView, ...commandProblems },
       },
     },
@@ -123,7 +128,7 @@ export const lineRoutes: FastifyPluginAsyncZod<RouteDeps<CampaignServices>> = as
         summary:
           'Add up to 10,000 LINE user ids to an unsealed audience (repeats are ignored; 409 once sealed)',
         params: audienceParams,
-        body: lineAudienceMembersSchema.meta({ id: 'LineAudienceMembers' }),
+        body: audienceMembersBody,
         response: { 200: lineAudienceView, ...commandProblems },
       },
       bodyLimit: 1024 * 1024,
