@@ -4,9 +4,20 @@
  * and that every shell example — the `no-run` ones too — is valid bash.
  */
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { allExamples, driverScript, examplesOf, inScope, outcomes } from './support/examples.js';
+import { CONFIG_VARIABLES, loadConfig } from '../../src/config.js';
+import {
+  allExamples,
+  driverScript,
+  type Example,
+  examplesOf,
+  inScope,
+  outcomes,
+  settingsOf,
+} from './support/examples.js';
 
 describe('documentation examples, as the runner reads them', () => {
   it('reads the language and the markers of each block', () => {
@@ -36,7 +47,7 @@ describe('documentation examples, as the runner reads them', () => {
 
   it('refuses an unknown marker, naming the file and line', () => {
     expect(() => examplesOf('docs/x.md', 'text\n```sh no_run\ntrue\n```')).toThrow(
-      "docs/x.md:2: unknown marker 'no_run' (expected no-run or exit=<code>)",
+      "docs/x.md:2: unknown marker 'no_run' (expected no-run, settings or exit=<code>)",
     );
   });
 
@@ -85,4 +96,73 @@ describe('documentation examples, as the runner reads them', () => {
     ]);
     execFileSync('rm', ['-rf', dir]);
   });
+});
+
+/** The settings blocks of the documentation, by file, in the order they appear. */
+const settingsBlocks = new Map<string, Example[]>();
+for (const example of allExamples()) {
+  if (example.settings)
+    settingsBlocks.set(example.file, [...(settingsBlocks.get(example.file) ?? []), example]);
+}
+
+const standIns = mkdtempSync(join(tmpdir(), 'herald-docs-'));
+let standInCount = 0;
+function standIn(content: string): string {
+  const path = join(standIns, `stand-in-${++standInCount}`);
+  writeFileSync(path, content);
+  return path;
+}
+/** A value of the kind a secret file holds: its connection URL, else an opaque secret. */
+const secretLike = (name: string) =>
+  name.startsWith('DATABASE_URL')
+    ? 'postgres://herald:secret@db.internal:5432/herald'
+    : name.startsWith('AMQP_URL')
+      ? 'amqps://herald:secret@mq.internal:5671'
+      : 'stand-in-secret';
+
+describe('documentation settings blocks (```sh settings)', () => {
+  it('reads NAME=value assignments, several to a line, quoted or not, and refuses anything else', () => {
+    const [block] = examplesOf(
+      'x.md',
+      ['```sh settings', '# the issuer', "A_B=1 C='x y'   # two on a line", 'export D="q r"', '', '```'].join(
+        '\n',
+      ),
+    );
+    expect(block).toMatchObject({ run: false, settings: true });
+    expect(settingsOf(block!)).toEqual({ A_B: '1', C: 'x y', D: 'q r' });
+    const [command] = examplesOf('x.md', '```sh settings\nA=1\nherald api\n```');
+    expect(() => settingsOf(command!)).toThrow('x.md:3: not NAME=value: herald api');
+  });
+
+  it('the guides have settings blocks to check', () => {
+    expect([...settingsBlocks.keys()].length).toBeGreaterThan(0);
+  });
+
+  it.each([...settingsBlocks.keys()])(
+    '%s: every variable is one Herald reads, and loadConfig accepts the blocks together',
+    (file) => {
+      const known = new Set(CONFIG_VARIABLES);
+      let env: Record<string, string> = {};
+      for (const block of settingsBlocks.get(file)!) {
+        const variables = settingsOf(block);
+        for (const name of Object.keys(variables)) {
+          const base = name.replace(/_FILE$/, '');
+          expect(known.has(base), `${file}:${block.line}: ${name} is not a variable Herald reads`).toBe(true);
+        }
+        // Paths of the reader's machine: a TLS file (X_PATH) and a secret's file (X_FILE) are stood in
+        // for by files of this one, a secret's holding a value of its kind.
+        const values = Object.entries(variables).map(([name, value]) => [
+          name,
+          name.endsWith('_PATH') ? standIn('') : name.endsWith('_FILE') ? standIn(secretLike(name)) : value,
+        ]);
+        env = { ...env, ...Object.fromEntries(values) };
+        // The one variable every process needs, where the blocks do not give it.
+        const database =
+          'DATABASE_URL' in env || 'DATABASE_URL_FILE' in env
+            ? {}
+            : { DATABASE_URL: 'postgres://herald@127.0.0.1:5432/herald' };
+        expect(() => loadConfig({ ...database, ...env }), `${file}:${block.line}`).not.toThrow();
+      }
+    },
+  );
 });

@@ -6,6 +6,8 @@
  *   ```sh            run; must exit 0
  *   ```sh exit=1     run; must exit 1 (a block showing a refusal)
  *   ```sh no-run     not run (the demo, a Helm install, a soak), and counted as skipped
+ *   ```sh settings   configuration (`NAME=value` lines): not run, but every name must be a variable
+ *                    Herald reads and loadConfig must accept the file's settings blocks together
  *
  * An unknown marker is an error, so a typo cannot turn a block off. The driver script runs one file's
  * blocks in order in one bash (shell state — exported variables, background processes — carries
@@ -26,6 +28,8 @@ export interface Example {
   run: boolean;
   /** The exit code the block must end with (0 unless `exit=N`). */
   exit: number;
+  /** `settings`: `NAME=value` lines checked against the configuration instead of run. */
+  settings?: true;
 }
 
 const LANGUAGES: Record<string, ExampleLanguage> = {
@@ -57,14 +61,26 @@ export function examplesOf(file: string, markdown: string): Example[] {
     if (!language) continue;
     let run = true;
     let exit = 0;
+    let settings = false;
     for (const marker of markers) {
       const code = /^exit=(\d{1,3})$/.exec(marker);
       if (marker === 'no-run') run = false;
+      else if (marker === 'settings' && language === 'sh') [run, settings] = [false, true];
       else if (code) exit = Number(code[1]);
       else
-        throw new Error(`${file}:${block.line}: unknown marker '${marker}' (expected no-run or exit=<code>)`);
+        throw new Error(
+          `${file}:${block.line}: unknown marker '${marker}' (expected no-run, settings or exit=<code>)`,
+        );
     }
-    examples.push({ file, line: block.line, language, code: block.code, run, exit });
+    examples.push({
+      file,
+      line: block.line,
+      language,
+      code: block.code,
+      run,
+      exit,
+      ...(settings ? { settings } : {}),
+    });
   }
   return examples;
 }
@@ -156,3 +172,28 @@ export function outcomes(examples: readonly Example[], status: string): BlockOut
 export const fileSlug = (file: string) => file.replace(/[^A-Za-z0-9]+/g, '-');
 
 export const exampleDir = (root: string, file: string) => join(root, 'examples', fileSlug(file));
+
+/**
+ * A `settings` block's variables: `NAME=value` assignments, several to a line if need be (an optional
+ * `export`, values bare or quoted, a trailing `# comment` after whitespace); blank and comment lines are
+ * skipped. Anything else is an error naming the line, so a block cannot hold a command the check would
+ * silently pass over.
+ */
+export function settingsOf(example: Example): Record<string, string> {
+  const variables: Record<string, string> = {};
+  const assignment = /([A-Z][A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']*)\s*/y;
+  example.code.split('\n').forEach((text, i) => {
+    const line = text
+      .replace(/(^|\s+)#.*$/, '')
+      .replace(/^\s*export\s+/, '')
+      .trim();
+    assignment.lastIndex = 0;
+    for (let match = assignment.exec(line); match; match = assignment.exec(line)) {
+      variables[match[1]!] = match[2]!.replace(/^(['"])(.*)\1$/, '$2');
+      if (assignment.lastIndex === line.length) return;
+    }
+    if (line !== '')
+      throw new Error(`${example.file}:${example.line + 1 + i}: not NAME=value: ${text.trim()}`);
+  });
+  return variables;
+}
