@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { ConfigError } from '../../src/errors.js';
+import { configRefusal } from '../support/config.js';
 
 const base = { DATABASE_URL: 'postgres://herald@127.0.0.1:5432/herald' };
 const http = { ...base, HERALD_BILLING: 'http', HERALD_BILLING_URL: 'https://billing.internal/v1/' };
@@ -20,15 +20,7 @@ const file = (name: string, content: string) => {
   return path;
 };
 
-function refusal(env: Record<string, string>): ConfigError {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error('expected a ConfigError');
-}
+const refusal = configRefusal;
 
 describe('billing settings', () => {
   it('defaults: the PostgreSQL ledger; unanswered CSV charges retried every 30 s for an hour', () => {

@@ -8,7 +8,8 @@
 import { describe, expect, it } from 'vitest';
 import { mapClaims } from '../../src/api/oidc-auth.js';
 import { loadConfig } from '../../src/config.js';
-import { ConfigError, ForbiddenError } from '../../src/errors.js';
+import { ForbiddenError } from '../../src/errors.js';
+import { configRefusal } from '../support/config.js';
 
 const base = { DATABASE_URL: 'postgres://herald@127.0.0.1:5432/herald' };
 const oidc = {
@@ -17,15 +18,7 @@ const oidc = {
   HERALD_API_OIDC_AUDIENCE: 'herald-api',
 };
 
-function refusal(env: Record<string, string>): ConfigError {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error('expected a ConfigError');
-}
+const refusal = configRefusal;
 
 describe('OpenID Connect settings', () => {
   it('are off without an issuer', () => {

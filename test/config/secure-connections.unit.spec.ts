@@ -12,8 +12,8 @@ import { amqpTlsOptions } from '../../src/adapters/amqp/amqp-connection.js';
 import { kafkaSecurityOptions } from '../../src/adapters/kafka/kafka-client.js';
 import { postgresTls } from '../../src/adapters/postgres/database.js';
 import { loadConfig } from '../../src/config.js';
-import { ConfigError } from '../../src/errors.js';
 import { REDACTED, redactUrlCredentials, secretScrubber } from '../../src/logger.js';
+import { configRefusal } from '../support/config.js';
 
 // Created when the file loads: the it.each tables below are built before any hook runs.
 const dir = mkdtempSync(join(tmpdir(), 'herald-connections-'));
@@ -30,15 +30,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const DB = 'postgres://herald:s3cret-pw@db.example.com:5432/herald';
 const base = { DATABASE_URL: DB };
 
-function refusal(env: Record<string, string>): ConfigError {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return error as ConfigError;
-  }
-  throw new Error('loadConfig accepted it');
-}
+const refusal = configRefusal;
 
 describe('secrets from files (X_FILE)', () => {
   it('reads the value, without one trailing newline', () => {

@@ -8,18 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
+import { configRefusal } from '../support/config.js';
 
 const base = { DATABASE_URL: 'postgres://herald@127.0.0.1:5432/herald' };
 const smsc = { name: 'gp', host: 'smsc.example', port: 2775, systemId: 'herald', channels: ['gp-smpp-1'] };
 
-function refusal(env: Record<string, string>): string {
-  try {
-    loadConfig({ ...base, ...env });
-  } catch (error) {
-    return (error as Error).message;
-  }
-  throw new Error('accepted');
-}
+const refusal = (env: Record<string, string>): string => configRefusal({ ...base, ...env }).message;
 
 describe('sms gateway settings', () => {
   it('defaults: no SMSC, 30 s responses, 120 s before a silent part is unconfirmed', () => {
