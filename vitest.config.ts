@@ -54,8 +54,9 @@ export default defineConfig({
         test: { name: 'browser', include: ['test/ui/**/*.browser.spec.ts'], exclude: browserSms },
       },
       { extends: true, test: { name: 'browser-sms', include: browserSms, fileParallelism: false } },
-      // The high-availability tests (ADR 0037) on the clusters `npm run test:ha` starts; not in npm test
-      // (yet): one file at a time, since they stop the clusters' nodes and fail the database over.
+      // The high-availability tests (ADR 0037) on the clusters (`npm run test:ha`; npm test starts them
+      // in the background and runs this project beside the serial and browser tiers: scripts/test-tiers.sh):
+      // one file at a time, since they stop the clusters' nodes and fail the database over.
       { extends: true, test: { name: 'ha', include: ['test/ha/**/*.ha.spec.ts'], fileParallelism: false } },
     ],
     // Role processes the tests spawn (the CLI, children) inherit these: each serves its metrics
