@@ -11,7 +11,8 @@
  *
  * Every release keeps the same state table (the schema is expand/contract's business, not the event's),
  * and each `Credited` causes one message to the wallet's queue: `{ walletId, amount }` at message
- * version 1 from N and N+1, `{ walletId, amountMinor, currency }` at message version 2 from N+2.
+ * version 1 from N, the same with an added `currency` (an additive change: still version 1) from N+1,
+ * and `{ walletId, amountMinor, currency }` at message version 2 from N+2.
  */
 import type { Decider } from '../../src/domain/decider.js';
 import { type EventSchemaDeclaration, EventSchemas } from '../../src/domain/event-schemas.js';
@@ -155,9 +156,19 @@ export function walletAggregate(
           },
         ];
       }
-      const amount =
-        release === 'N' ? (event.data as CreditedV1).amount : (event.data as CreditedV2).amountMinor / 100;
-      return [{ destination: queue, payload: { walletId: streamId, amount } }];
+      if (release === 'N') {
+        return [
+          { destination: queue, payload: { walletId: streamId, amount: (event.data as CreditedV1).amount } },
+        ];
+      }
+      // N+1 adds a field to message version 1: an additive change, which old consumers ignore.
+      const data = event.data as CreditedV2;
+      return [
+        {
+          destination: queue,
+          payload: { walletId: streamId, amount: data.amountMinor / 100, currency: data.currency },
+        },
+      ];
     },
     store: {
       async load(sql, id, options) {
