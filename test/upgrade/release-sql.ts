@@ -19,6 +19,7 @@ import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import ts from 'typescript';
 import type { SqlClient } from '../../src/ports/database.js';
+import { eventVersions } from './rollout-rule.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 export const SNAPSHOT_DIR = join(ROOT, 'test', 'upgrade', 'release-sql');
@@ -39,8 +40,6 @@ export interface ReleaseSql {
    * upcasters reach). A later release may write a version only if the previous release reads it.
    */
   eventsRead: Record<string, Record<string, number>>;
-  /** Message schema versions that release's consumers accept, per message type. */
-  messagesRead: Record<string, number>;
   /** Templates with substitutions that could not be resolved (not in the snapshot). */
   unresolved: string[];
   statements: CapturedStatement[];
@@ -234,5 +233,7 @@ export async function releaseSnapshot(version: string): Promise<ReleaseSql> {
   const migrations = readdirSync(join(ROOT, 'migrations'))
     .filter((f) => /^\d{6}_[a-z0-9_]+\.sql$/.test(f))
     .sort();
-  return { version, migrations, eventsRead: {}, messagesRead: {}, unresolved, statements };
+  const { heraldRegistry } = await import('../../src/aggregates/registry.js');
+  const eventsRead = eventVersions(heraldRegistry, 'reads');
+  return { version, migrations, eventsRead, unresolved, statements };
 }

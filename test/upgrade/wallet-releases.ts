@@ -14,6 +14,8 @@
  * version 1 from N, the same with an added `currency` (an additive change: still version 1) from N+1,
  * and `{ walletId, amountMinor, currency }` at message version 2 from N+2.
  */
+
+import { z } from 'zod';
 import type { Decider } from '../../src/domain/decider.js';
 import { type EventSchemaDeclaration, EventSchemas } from '../../src/domain/event-schemas.js';
 import { ConcurrencyError, IllegalStateError, ValidationError } from '../../src/errors.js';
@@ -21,6 +23,7 @@ import type { AggregateDescriptor } from '../../src/eventstore/aggregate.js';
 import { MessageSchema } from '../../src/messaging/message-schemas.js';
 import type { SqlClient } from '../../src/ports/database.js';
 import { defineAggregate } from '../../src/registry/module.js';
+import { defineConsumer } from '../../src/worker/consumer-definition.js';
 
 export const WALLET = 'wallet';
 export type Release = 'N' | 'N+1' | 'N+2';
@@ -228,6 +231,78 @@ export function walletAggregate(
   };
 }
 
-/** One release's registration of the wallet (what its registry, verify and replay iterate). */
-export const walletRegistration = (release: Release, queue: string) =>
-  defineAggregate({ aggregate: walletAggregate(release, queue) });
+/** The queues of one side-by-side run: commands in, one message per credit out. */
+export const walletQueues = (prefix: string) => ({
+  commands: `${prefix}.commands`,
+  credited: `${prefix}.credited`,
+});
+
+/** A command for a wallet, as the work queue carries it (message version 1 in every release). */
+const WalletWork = z.object({
+  walletId: z.string(),
+  op: z.enum(['open', 'credit']),
+  amountMinor: z.number().int().optional(),
+});
+/** The credited message as release N reads it (version 1; unknown fields dropped). */
+const CreditedMessageV1 = z.object({ walletId: z.string(), amount: z.number() });
+/** The credited message as N+1 and N+2 read it (version 2, older versions upcast). */
+const CreditedMessageV2 = z.object({
+  walletId: z.string(),
+  amountMinor: z.number().int(),
+  currency: z.string(),
+});
+
+export async function createCreditSeenTable(sql: SqlClient): Promise<void> {
+  await sql.query(`create table if not exists wallet_credit_seen (
+    message_id text primary key, wallet_id text not null, amount_minor bigint not null, release text not null)`);
+}
+
+/**
+ * One release's whole wallet slice, as its role processes run it: the descriptor, a consumer that runs
+ * the commands of the work queue (in its inbox transaction: each once), and a consumer of the credited
+ * messages that records each once in `wallet_credit_seen` with the release that read it (N reads
+ * message version 1; N+1 and N+2 read version 2, upcasting 1).
+ */
+export function walletRegistration(release: Release, prefix: string) {
+  const queues = walletQueues(prefix);
+  const aggregate = walletAggregate(release, queues.credited);
+  return defineAggregate({
+    aggregate,
+    topology: { amqpQueues: [queues.commands, queues.credited] },
+    consumers: ({ handler }) => [
+      defineConsumer({
+        consumer: 'wallet-commands',
+        transport: 'amqp',
+        sources: [queues.commands],
+        parse: (payload) => WalletWork.parse(payload),
+        handler: async (message, tx) => {
+          const { walletId, op, amountMinor } = message.payload;
+          const commands = handler.for(aggregate);
+          const result = await commands.handleInTransaction(tx, walletId, (now) =>
+            op === 'open' ? { type: 'Open', now } : { type: 'Credit', amountMinor: amountMinor ?? 0, now },
+          );
+          message.afterCommit(() => commands.signalAfterCommit([result]));
+        },
+      }),
+      defineConsumer({
+        consumer: 'wallet-ledger',
+        transport: 'amqp',
+        sources: [queues.credited],
+        ...(release === 'N'
+          ? {
+              parse: (payload: unknown) => {
+                const v1 = CreditedMessageV1.parse(payload);
+                return { walletId: v1.walletId, amountMinor: Math.round(v1.amount * 100) };
+              },
+            }
+          : { parse: (payload: unknown) => CreditedMessageV2.parse(payload), messages: walletMessagesV2 }),
+        handler: async (message, tx) => {
+          await tx.query(
+            'insert into wallet_credit_seen (message_id, wallet_id, amount_minor, release) values ($1, $2, $3, $4)',
+            [message.messageId, message.payload.walletId, message.payload.amountMinor, release],
+          );
+        },
+      }),
+    ],
+  });
+}
