@@ -26,7 +26,8 @@ export type HeraldErrorCode =
   | 'INSUFFICIENT_BALANCE'
   | 'BILLING_UNAVAILABLE'
   | 'LIMIT_REACHED'
-  | 'OVERLOADED';
+  | 'OVERLOADED'
+  | 'UNSUPPORTED_VERSION';
 
 export class HeraldError extends Error {
   readonly code: HeraldErrorCode;

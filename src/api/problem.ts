@@ -56,6 +56,8 @@ export const STATUS_BY_CODE: Readonly<Record<HeraldErrorCode, number>> = {
   DATABASE_UNAVAILABLE: 503,
   BROKER_UNAVAILABLE: 503,
   TRANSIENT_FAILURE: 503,
+  // An event a newer release wrote, read by this one during a rollout (ADR 0039): served by the new pods.
+  UNSUPPORTED_VERSION: 503,
   // Faults: never a client's doing.
   CONFIG_INVALID: 500,
   DATABASE_ERROR: 500,

@@ -273,6 +273,7 @@ const exportCommand = command(EXPORT_USAGE, async ({ argv, registry }, db) => {
         streamTypes: values['stream-type'] ?? null,
         events: !values['no-events'],
         receipts: values.receipts,
+        upcast: (event) => registry.upcast(event),
       },
       (chunk) => writeTo(target, chunk),
     );
@@ -333,6 +334,7 @@ const projectionsCommand = command(PROJECTIONS_USAGE, async ({ argv, config, log
       batchSize: Math.max(config.projector.batchSize, 5_000),
       leaseMs: config.projector.leaseMs,
       logger,
+      upcast: (event) => registry.upcast(event),
     });
     out(
       `rebuilt ${result.projection}: ${result.events} events and ${result.receipts} receipts applied to the shadow table, ${result.tail} of them in the swap transaction; swapped in after ${(result.ms / 1000).toFixed(1)} s`,

@@ -7,6 +7,7 @@
  * aggregate is a decider, this descriptor, its queries, a migration and one registry line.
  */
 import type { Decider, DomainEvent } from '../domain/decider.js';
+import type { EventSchemas } from '../domain/event-schemas.js';
 import type { OutboxMessageSpec } from '../outbox/outbox-writer.js';
 import type { StateStore, StateTableMapping } from '../ports/state-store.js';
 import type { HeraldConfig } from '../settings/core.js';
@@ -50,6 +51,11 @@ export interface Aggregate<State, Command, Event extends DomainEvent> {
    * Herald aggregate has; null when it has none.
    */
   readonly organizationOf?: (state: State) => string | null;
+  /**
+   * The event schema versions this aggregate reads and writes, with the upcasters between them
+   * (ADR 0039). Absent: every event type at version 1. Every reader of the log applies them.
+   */
+  readonly events?: EventSchemas;
 }
 
 /** The organization of a state: the descriptor's `organizationOf`, else its `organizationId` field. */

@@ -83,6 +83,13 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
     readonly aggregate: Aggregate<State, Command, Event>,
   ) {}
 
+  /** How an event the decider produced is stored: in the version this release writes (ADR 0039). */
+  private encode(event: Event): { type: string; data: unknown; schemaVersion: number } {
+    const schemas = this.aggregate.events;
+    if (!schemas) return { type: event.type, data: event.data, schemaVersion: 1 };
+    return { type: event.type, ...schemas.encode(event) };
+  }
+
   /** Runs a command against one stream; `makeCommand` receives the transaction's database time. */
   async handle(
     streamId: string,
@@ -173,8 +180,7 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
         streamType,
         streamId,
         version: version + index + 1,
-        type: event.type,
-        data: event.data,
+        ...this.encode(event),
         meta,
       })),
     );
@@ -286,8 +292,7 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
         streamType,
         streamId,
         version: version + index + 1,
-        type: event.type,
-        data: event.data,
+        ...this.encode(event),
         meta,
       })),
     );
@@ -358,8 +363,7 @@ export class AggregateCommands<State, Command, Event extends DomainEvent> {
           streamType,
           streamId: stream.streamId,
           version: stream.version + index + 1,
-          type: event.type,
-          data: event.data,
+          ...this.encode(event),
           meta: metaOf(stream),
         })),
       ),

@@ -17,6 +17,8 @@ export const HEADER = {
   /** The claim epoch a claim's message carries (invariant 5); also in the payload. */
   epoch: 'x-herald-epoch',
   organizationId: 'x-herald-organization-id',
+  /** The payload's schema version, a major version (ADR 0039; message-schemas.ts): absent means 1. */
+  messageVersion: 'x-herald-message-version',
   /** Kafka only: the outbox row's message_id, the consumer's inbox key (invariant 4). */
   messageId: 'x-herald-message-id',
   contentType: 'content-type',

@@ -38,6 +38,11 @@ export interface OutboxMessageSpec {
   partitionKey?: string;
   headers?: Headers;
   payload: unknown;
+  /**
+   * The payload's schema version (ADR 0039), sent as `x-herald-message-version`; default 1. Bump it only
+   * for a change that is not additive, and only once the previous release's consumers read it.
+   */
+  version?: number;
   /** 0 (first) … 9; default 3. Reporting-style traffic uses 5 so it never blocks dispatch. */
   priority?: number;
   /**
@@ -72,6 +77,7 @@ export function toOutboxRows(origin: MessageOrigin, specs: readonly OutboxMessag
       ...(origin.meta.correlationId ? { [HEADER.correlationId]: origin.meta.correlationId } : {}),
       ...(origin.meta.causationId ? { [HEADER.causationId]: origin.meta.causationId } : {}),
       ...(origin.meta.traceparent ? { [HEADER.traceparent]: origin.meta.traceparent } : {}),
+      [HEADER.messageVersion]: String(spec.version ?? 1),
       ...spec.headers,
     },
     payload: spec.payload,

@@ -21,6 +21,8 @@ export interface NewEvent {
   version: number;
   type: string;
   data: unknown;
+  /** The schema version of `data` (ADR 0039); default 1. */
+  schemaVersion?: number;
   meta: EventMeta;
 }
 
@@ -41,6 +43,8 @@ export interface StoredEvent {
   version: number;
   type: string;
   data: unknown;
+  /** The schema version of `data` as stored (1 for events written before versions existed; ADR 0039). */
+  schemaVersion: number;
   meta: EventMeta;
   recordedAt: Date;
 }

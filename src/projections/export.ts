@@ -20,6 +20,8 @@ export interface ExportOptions {
   events: boolean;
   receipts: boolean;
   batchSize?: number;
+  /** Events in the current shape of their stream type (the registry's `upcast`; ADR 0039). */
+  upcast?: (event: StoredEvent) => StoredEvent;
 }
 
 export interface ExportCounts {
@@ -37,6 +39,7 @@ export function eventLine(e: StoredEvent): string {
     version: e.version,
     type: e.type,
     data: e.data,
+    schemaVersion: e.schemaVersion,
     meta: e.meta,
     recordedAt: e.recordedAt.toISOString(),
   });
@@ -80,7 +83,8 @@ export async function exportJsonLines(
     if (options.events) {
       await exportEvents(tx, filter, batchSize, async (events) => {
         counts.events += events.length;
-        await write(`${events.map(eventLine).join('\n')}\n`);
+        const current = options.upcast ? events.map(options.upcast) : events;
+        await write(`${current.map(eventLine).join('\n')}\n`);
       });
     }
     if (options.receipts) {

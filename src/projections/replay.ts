@@ -23,7 +23,7 @@ import {
 import { NotFoundError, ValidationError } from '../errors.js';
 import type { Database } from '../ports/database.js';
 import type { StoredEvent } from '../ports/events.js';
-import type { StateModel, StateModelCatalogue } from './state-models.js';
+import type { FoldedEvent, StateModel, StateModelCatalogue } from './state-models.js';
 
 export interface StreamRef {
   streamType: string;
@@ -122,10 +122,7 @@ export function externalRefs(data: unknown): Record<string, string> {
 }
 
 /** Folds events with a state model; the result is the state after the last one. */
-export function foldEvents(
-  model: StateModel,
-  events: readonly Pick<StoredEvent, 'type' | 'data'>[],
-): unknown {
+export function foldEvents(model: StateModel, events: readonly FoldedEvent[]): unknown {
   let state = model.initial();
   for (const event of events) state = model.apply(state, event);
   return state;
@@ -138,7 +135,7 @@ export async function replayStream(
 ): Promise<StreamReplay> {
   return db.transaction(async (tx) => {
     await tx.query(SNAPSHOT_READ_ONLY);
-    const events = await readStream(tx, ref.streamType, ref.streamId);
+    const events = (await readStream(tx, ref.streamType, ref.streamId)).map((e) => registry.upcast(e));
     if (events.length === 0)
       throw new NotFoundError(`stream ${ref.streamType}/${ref.streamId} has no events`);
     const positions = events.map((e) => e.position);
@@ -192,7 +189,7 @@ export async function replayStream(
     const model = registry.stateModels.get(ref.streamType);
     for (const streamType of model?.messageEffectStreams ?? []) {
       for (const e of await readStreams(tx, streamType, ids))
-        messages.get(e.streamId)?.effects.push(effect(e));
+        messages.get(e.streamId)?.effects.push(effect(registry.upcast(e)));
     }
 
     const commands: CommandTrace[] = [];

@@ -5,9 +5,13 @@
  * the pure evolve gives exactly its state row") is checked for every aggregate.
  */
 import type { Decider, DomainEvent } from '../domain/decider.js';
+import { type EventSchemas, noEventSchemas, UnsupportedEventVersionError } from '../domain/event-schemas.js';
 import type { SqlClient } from '../ports/database.js';
 import type { StoredEvent } from '../ports/events.js';
 import type { StateTableMapping } from '../ports/state-store.js';
+
+/** A stored event as a fold reads it: a missing schema version is version 1 (ADR 0039). */
+export type FoldedEvent = Pick<StoredEvent, 'type' | 'data'> & { readonly schemaVersion?: number };
 
 /** A state row (or folded state) as plain fields, for field-by-field comparison and printing. */
 export type StateFields = Readonly<Record<string, unknown>>;
@@ -20,8 +24,14 @@ export interface StateModel {
   /** Streams whose messages' effects live in other streams keyed by the message id (replay). */
   readonly messageEffectStreams: readonly string[];
   initial(): unknown;
-  /** Validates the stored event and folds it; throws ValidationError / IllegalStateError on corruption. */
-  apply(state: unknown, event: Pick<StoredEvent, 'type' | 'data'>): unknown;
+  /**
+   * Upcasts the stored event to the current shape (the aggregate's event schemas), validates it and
+   * folds it; throws ValidationError / IllegalStateError on corruption, UnsupportedEventVersionError for
+   * a version newer than this release reads.
+   */
+  apply(state: unknown, event: FoldedEvent): unknown;
+  /** A stored event with its data in the current shape (what every reader shows; ADR 0039). */
+  upcast<E extends FoldedEvent>(event: E): E;
   /** False for the initial "no such stream" state (nothing to store). */
   exists(state: unknown): boolean;
   fields(state: unknown): StateFields;
@@ -46,7 +56,7 @@ export interface StateModel {
    * row that may have drifted): the state that event folds to, or, when it cannot be folded, the event's
    * own `organizationId` field. The organization filter of stream scans (verify per organization).
    */
-  organizationOfStream(first: Pick<StoredEvent, 'type' | 'data'>): string | null;
+  organizationOfStream(first: FoldedEvent): string | null;
 }
 
 /**
@@ -59,6 +69,22 @@ export interface StateModelCatalogue {
   readonly streamTypes: readonly string[];
   /** The model of a stream type; throws ValidationError naming the known ones. */
   stateModelFor(streamType: string): StateModel;
+  /** A stored event in the current shape of its stream type (every reader of the log; ADR 0039). */
+  upcast<E extends FoldedEvent & { readonly streamType: string }>(event: E): E;
+}
+
+/**
+ * A stored event upcast by a state model, or, for a stream type without one (a side stream), checked
+ * to be version 1: a newer version is refused like any version a release does not read.
+ */
+export function upcastWith<E extends FoldedEvent & { readonly streamType: string }>(
+  model: StateModel | undefined,
+  event: E,
+): E {
+  if (model) return model.upcast(event);
+  const version = event.schemaVersion ?? 1;
+  if (version !== 1) throw new UnsupportedEventVersionError(event.streamType, event.type, version, 1);
+  return event;
 }
 
 interface StateModelDefinition<State, Event extends DomainEvent> extends StateTableMapping<State, Event> {
@@ -67,6 +93,8 @@ interface StateModelDefinition<State, Event extends DomainEvent> extends StateTa
   decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>;
   /** The organization of a state (the descriptor's); default: its `organizationId` field. */
   organizationOf?: (state: State) => string | null;
+  /** The aggregate's event schemas (ADR 0039); default: every event at version 1. */
+  events?: EventSchemas;
 }
 
 /** A state's (or an event's data's) `organizationId` field, when it is a string. */
@@ -80,6 +108,9 @@ export function defineStateModel<State, Event extends DomainEvent>(
   definition: StateModelDefinition<State, Event>,
 ): StateModel {
   const { decider } = definition;
+  const schemas = definition.events ?? noEventSchemas(definition.streamType);
+  const upcast = <E extends FoldedEvent>(event: E): E => schemas.current(event);
+  const parse = (event: FoldedEvent) => definition.parseEvent({ type: event.type, data: upcast(event).data });
   const organizationOf = (state: unknown): string | null =>
     definition.organizationOf ? definition.organizationOf(state as State) : organizationField(state);
   return {
@@ -87,8 +118,8 @@ export function defineStateModel<State, Event extends DomainEvent>(
     table: definition.table,
     messageEffectStreams: definition.messageEffectStreams ?? [],
     initial: () => decider.initialState(),
-    apply: (state, event) =>
-      decider.evolve(state as State, definition.parseEvent({ type: event.type, data: event.data })),
+    apply: (state, event) => decider.evolve(state as State, parse(event)),
+    upcast,
     exists: (state) => definition.exists(state as State),
     fields: (state) => ({ ...(state as object) }),
     loadRows: async (sql, ids) => {
@@ -108,10 +139,7 @@ export function defineStateModel<State, Event extends DomainEvent>(
     organizationOfStream: (first) => {
       let state: State;
       try {
-        state = decider.evolve(
-          decider.initialState(),
-          definition.parseEvent({ type: first.type, data: first.data }),
-        );
+        state = decider.evolve(decider.initialState(), parse(first));
       } catch {
         return organizationField(first.data);
       }

@@ -260,6 +260,7 @@ function register<Fragment extends AnySettingsFragment, Ports, Service extends o
         streamType: aggregate.streamType,
         decider: aggregate.decider,
         ...(aggregate.organizationOf ? { organizationOf: aggregate.organizationOf } : {}),
+        ...(aggregate.events ? { events: aggregate.events } : {}),
         ...aggregate.stateTable,
         messageEffectStreams: [
           ...(aggregate.claim ? [aggregate.claim.discard.streamType] : []),

@@ -11,7 +11,12 @@ import { ValidationError } from '../errors.js';
 
 import type { MaintenanceTask } from '../maintenance/maintenance-service.js';
 import type { Projection } from '../projections/projection.js';
-import type { StateModel, StateModelCatalogue } from '../projections/state-models.js';
+import {
+  type FoldedEvent,
+  type StateModel,
+  type StateModelCatalogue,
+  upcastWith,
+} from '../projections/state-models.js';
 import type { Sweeper } from '../scanner/scanner.js';
 import type { HeraldConfig } from '../settings/core.js';
 import type { AnySettingsFragment } from '../settings/fragment.js';
@@ -112,6 +117,14 @@ export class AggregateRegistry<M extends AnyModule = AnyModule> implements ApiRe
   /** Every lease a registration's sweepers hold (readiness requires those of the roles a process runs). */
   get leases(): readonly RequiredLease[] {
     return this.modules.flatMap((m) => m.leases);
+  }
+
+  /**
+   * A stored event with its data in the current shape, by its stream type's event schemas (ADR 0039);
+   * stream types without a state model (side streams) have version 1 only.
+   */
+  upcast<E extends FoldedEvent & { readonly streamType: string }>(event: E): E {
+    return upcastWith(this.stateModels.get(event.streamType), event);
   }
 
   stateModelFor(streamType: string): StateModel {

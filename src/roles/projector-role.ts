@@ -23,6 +23,7 @@ export const projectorRole: RoleDefinition = {
           pollMs: config.projector.pollMs,
           leaseMs: config.projector.leaseMs,
           logger: log,
+          upcast: (event) => registry.upcast(event),
         }),
     );
     try {

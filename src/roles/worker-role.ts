@@ -34,6 +34,7 @@ export function startConsumer(
   const common = {
     consumer: definition.consumer,
     parse: definition.parse,
+    ...(definition.messages ? { messages: definition.messages } : {}),
     maxAttempts: config.consumer.maxAttempts,
     retryDelayMs: config.consumer.retryDelayMs,
     batchSize: config.consumer.batchSize,

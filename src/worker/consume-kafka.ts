@@ -5,8 +5,10 @@
  * handler's transaction committed), `<topic>.retry` read by a second group that waits until a copy is
  * `retryDelayMs` old, and `<topic>.dead`.
  */
+
 import { KafkaConsumerTransport } from '../adapters/kafka/kafka-transport.js';
 import type { Logger } from '../logger.js';
+import type { MessageSchema } from '../messaging/message-schemas.js';
 import type { Database } from '../ports/database.js';
 import type { KafkaSecurity } from '../settings/connections.js';
 import { type Consumer, DeliveryPolicy, type Handler, validateConsumerOptions } from './delivery-policy.js';
@@ -33,6 +35,11 @@ export interface KafkaConsumeOptions<T> {
   retryDelayMs?: number;
   /** Validates the JSON payload; a throw is permanent (the message is rejected, never retried). */
   parse?: (payload: unknown) => T;
+  /**
+   * The message schema versions it reads (ADR 0039): older versions are upcast before `parse`, a newer
+   * one is dead-lettered naming the version. Default: version 1 only.
+   */
+  messages?: MessageSchema;
   /** Partitions handled at once per topic (each in offset order). Default 4. */
   concurrency?: number;
   /** A new group starts at the earliest offset. Default true: nothing published before it joined is missed. */
@@ -89,6 +96,7 @@ export async function consumeKafka<T = unknown>(
     {
       ...common,
       parse: options.parse,
+      ...(options.messages ? { messages: options.messages } : {}),
       ...(options.now ? { now: options.now } : {}),
       ...(options.batchSize ? { batchSize: options.batchSize } : {}),
     },

@@ -8,9 +8,11 @@
  * message shovelled back from `<queue>.dead` keeps its attempt header (one more try; reset it for a full
  * set); its `dead` inbox row may be claimed again.
  */
+
 import type { AmqpConnection, QueueType } from '../adapters/amqp/amqp-connection.js';
 import { AmqpConsumerTransport } from '../adapters/amqp/amqp-consumer.js';
 import type { Logger } from '../logger.js';
+import type { MessageSchema } from '../messaging/message-schemas.js';
 import type { Database } from '../ports/database.js';
 import { type Consumer, DeliveryPolicy, type Handler, validateConsumerOptions } from './delivery-policy.js';
 
@@ -44,6 +46,11 @@ export interface ConsumeOptions<T> {
   queueType?: QueueType;
   /** Validates the JSON payload; a throw is permanent (the message is rejected, never retried). */
   parse?: (payload: unknown) => T;
+  /**
+   * The message schema versions it reads (ADR 0039): older versions are upcast before `parse`, a newer
+   * one is dead-lettered naming the version. Default: version 1 only.
+   */
+  messages?: MessageSchema;
   /** Publisher-confirm timeout for retry / dead-letter copies. Default 30 s. */
   confirmTimeoutMs?: number;
   /** Aborts the initial connection attempts (consume() retries while the broker is down). */
@@ -89,7 +96,12 @@ export async function consume<T = unknown>(
     deps.db,
     transport,
     handler,
-    { ...common, parse: options.parse, ...(options.batchSize ? { batchSize: options.batchSize } : {}) },
+    {
+      ...common,
+      parse: options.parse,
+      ...(options.messages ? { messages: options.messages } : {}),
+      ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+    },
     logger,
   ).start();
 }

@@ -3,6 +3,7 @@
  * consumer, invariant 4), transport, source queues or topics, payload validation and handler. The
  * worker role starts one toolkit consumer per source, each with its retry and dead-letter queue.
  */
+import type { MessageSchema } from '../messaging/message-schemas.js';
 import type { Sink } from '../ports/outbox.js';
 import type { Handler } from './delivery-policy.js';
 
@@ -14,6 +15,8 @@ export interface ConsumerDefinition<Payload = unknown> {
   readonly sources: readonly string[];
   /** Validates the JSON payload; a throw is permanent (rejected, never retried). */
   readonly parse: (payload: unknown) => Payload;
+  /** Message schema versions read, with their upcasters (ADR 0039); default: version 1 only. */
+  readonly messages?: MessageSchema;
   readonly handler: Handler<Payload>;
   /** Deliveries in flight at once (AMQP prefetch); default HERALD_CONSUMER_PREFETCH. */
   readonly prefetch?: number;

@@ -18,6 +18,7 @@ import {
 import { DeadLetterError, PermanentError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { HEADER } from '../messaging/headers.js';
+import { type MessageSchema, messageVersionOf, VERSION_ONE } from '../messaging/message-schemas.js';
 import { type ConsumerMeters, heraldMetrics } from '../observability/metrics.js';
 import { contextOf, inSpan, SpanKind, tracingOn } from '../observability/tracing.js';
 import type { ConsumerTransport, TransportDelivery, TransportState } from '../ports/consumer-transport.js';
@@ -99,6 +100,11 @@ export interface DeliveryPolicyOptions<T> {
   retryDelayMs: number;
   /** Validates the JSON payload; a throw is permanent (the message is rejected, never retried). */
   parse?: ((payload: unknown) => T) | undefined;
+  /**
+   * The message schema versions the consumer reads (ADR 0039): an older payload is upcast before
+   * `parse`; a newer version is dead-lettered with the reason. Default: version 1 only.
+   */
+  messages?: MessageSchema | undefined;
   /** Clock for `x-herald-failed-at` (informational; no decision rests on it). */
   now?: () => number;
   /**
@@ -158,13 +164,18 @@ export function describeError(error: unknown): string {
 }
 
 /** JSON, then the caller's `parse` (e.g. a zod parse); either failing is permanent. */
-export function decodePayload<T>(body: Buffer, parse?: (payload: unknown) => T): T {
+export function decodePayload<T>(
+  body: Buffer,
+  parse?: (payload: unknown) => T,
+  upcast?: (payload: unknown) => unknown,
+): T {
   let json: unknown;
   try {
     json = JSON.parse(body.toString('utf8'));
   } catch (error) {
     throw new PermanentError(`payload is not valid JSON: ${describeError(error)}`);
   }
+  if (upcast) json = upcast(json);
   if (!parse) return json as T;
   try {
     return parse(json);
@@ -396,8 +407,16 @@ export class DeliveryPolicy<T> implements Consumer {
 
     let payload: T;
     try {
-      payload = decodePayload(delivery.body, this.options.parse);
+      const version = messageVersionOf(delivery.headers);
+      const schema = this.options.messages ?? VERSION_ONE;
+      payload = decodePayload(delivery.body, this.options.parse, (json) => schema.upcast(json, version));
     } catch (error) {
+      if (error instanceof DeadLetterError) {
+        // A version this consumer does not read yet: kept for a re-drive once it is upgraded.
+        log.warn({ err: error }, 'message version not read by this consumer; dead-lettering it');
+        await this.deadLetter(delivery, messageId, attempt, error, log);
+        return null;
+      }
       log.warn({ err: error, preview: delivery.body.subarray(0, 200).toString('utf8') }, 'poison message');
       await this.reject(delivery, messageId, attempt, error, log);
       return null;

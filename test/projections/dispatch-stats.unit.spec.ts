@@ -25,6 +25,7 @@ const event = (
   version: 1,
   type,
   data,
+  schemaVersion: 1,
   meta: {},
   recordedAt: new Date(at),
 });

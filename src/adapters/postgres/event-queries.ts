@@ -12,30 +12,30 @@ import { forEachBatch } from './cursor-queries.js';
 import { distinctLeadingValues } from './loose-index-scan.js';
 
 export const APPEND_EVENTS = `
-  insert into event (stream_type, stream_id, version, type, data, meta)
-  select stream_type, stream_id, version, type, data, meta
-    from unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[], $6::jsonb[])
-      as appended(stream_type, stream_id, version, type, data, meta)
+  insert into event (stream_type, stream_id, version, type, data, meta, schema_version)
+  select stream_type, stream_id, version, type, data, meta, schema_version
+    from unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[], $6::jsonb[], $7::smallint[])
+      as appended(stream_type, stream_id, version, type, data, meta, schema_version)
   returning position, stream_type, stream_id, version, recorded_at`;
 
 /** One event (a single command's append): plain parameters, no array per column for the server to parse. */
 export const APPEND_EVENT = `
-  insert into event (stream_type, stream_id, version, type, data, meta)
-  values ($1, $2, $3::int, $4, $5::jsonb, $6::jsonb)
+  insert into event (stream_type, stream_id, version, type, data, meta, schema_version)
+  values ($1, $2, $3::int, $4, $5::jsonb, $6::jsonb, $7::smallint)
   returning position, stream_type, stream_id, version, recorded_at`;
 
 export const STREAM_VERSION = `
   select coalesce(max(version), 0)::int as version from event where stream_type = $1 and stream_id = $2`;
 
 export const READ_STREAM = `
-  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, schema_version, meta, recorded_at
     from event
    where stream_type = $1 and stream_id = $2 and version > $3
      and ($4::timestamptz is null or recorded_at <= $4)
    order by version`;
 
 export const READ_LOG_AFTER = `
-  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, schema_version, meta, recorded_at
     from event
    where (tx, position) > ($1::xid8, $2::bigint)
      and tx < pg_snapshot_xmin(pg_current_snapshot())
@@ -48,28 +48,28 @@ export const READ_LOG_AFTER = `
  * recorded up to a time: the scan verify and the point-in-time sandbox fold, through a cursor.
  */
 export const SCAN_STREAMS = `
-  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, schema_version, meta, recorded_at
     from event
    where stream_type = $1 and ($2::timestamptz is null or recorded_at <= $2)
    order by stream_id, version`;
 
 /** The first event of every stream of a type (recorded up to $2), in stream order: whose each stream is. */
 export const SCAN_FIRST_EVENTS = `
-  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, schema_version, meta, recorded_at
     from event
    where stream_type = $1 and version = 1 and ($2::timestamptz is null or recorded_at <= $2)
    order by stream_id`;
 
 /** Every event of the given streams of a type (recorded up to $2), in stream order. */
 export const SCAN_STREAMS_OF = `
-  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, schema_version, meta, recorded_at
     from event
    where stream_type = $1 and stream_id = any($3::text[]) and ($2::timestamptz is null or recorded_at <= $2)
    order by stream_id, version`;
 
 /** Several streams of one type, in stream order (replay's look-up of the streams a message caused). */
 export const READ_STREAMS = `
-  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, schema_version, meta, recorded_at
     from event
    where stream_type = $1 and stream_id = any($2::text[])
    order by stream_id, version`;
@@ -84,7 +84,7 @@ export const DISTINCT_STREAM_TYPES = `
 
 /** Export: events recorded in [from, to), optionally of some stream types, in time order (a cursor query). */
 export const EXPORT_EVENTS = `
-  select position, tx::text as tx, stream_type, stream_id, version, type, data, meta, recorded_at
+  select position, tx::text as tx, stream_type, stream_id, version, type, data, schema_version, meta, recorded_at
     from event
    where ($1::timestamptz is null or recorded_at >= $1)
      and ($2::timestamptz is null or recorded_at < $2)
@@ -99,6 +99,7 @@ interface EventRow {
   version: number;
   type: string;
   data: unknown;
+  schema_version: number;
   meta: EventMeta;
   recorded_at: Date;
 }
@@ -111,6 +112,7 @@ const toStoredEvent = (row: EventRow): StoredEvent => ({
   version: row.version,
   type: row.type,
   data: row.data,
+  schemaVersion: row.schema_version,
   meta: row.meta,
   recordedAt: row.recorded_at,
 });
@@ -130,6 +132,7 @@ export async function appendEvents(sql: SqlClient, events: readonly NewEvent[]):
               events[0]!.type,
               JSON.stringify(events[0]!.data),
               JSON.stringify(events[0]!.meta),
+              events[0]!.schemaVersion ?? 1,
             ],
           ]
         : [
@@ -141,6 +144,7 @@ export async function appendEvents(sql: SqlClient, events: readonly NewEvent[]):
               events.map((e) => e.type),
               events.map((e) => JSON.stringify(e.data)),
               events.map((e) => JSON.stringify(e.meta)),
+              events.map((e) => e.schemaVersion ?? 1),
             ],
           ];
     const { rows } = await sql.query<{

@@ -47,6 +47,13 @@ export interface StateWrite<State> {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const isUuid = (id: string) => UUID.test(id);
 
+/**
+ * The statements every state table built in this process uses, by table: what the previous-release SQL
+ * snapshot (test/upgrade/, ADR 0039) collects besides the query modules' constants, since these are
+ * generated from the column lists rather than written out.
+ */
+export const GENERATED_STATEMENTS = new Map<string, Readonly<Record<string, string>>>();
+
 export function stateTable<State>(spec: StateTableSpec<State>) {
   const { table, key } = spec;
   const all = [{ column: key.column, type: key.type, field: key.field }, ...spec.columns];
@@ -101,6 +108,8 @@ export function stateTable<State>(spec: StateTableSpec<State>) {
    order by t.${key.column}
    limit $1`,
   };
+
+  GENERATED_STATEMENTS.set(table, statements);
 
   const validKey = (id: string) => key.type !== 'uuid' || UUID.test(id);
   const rowKey = (id: string) => (key.type === 'uuid' ? id.toLowerCase() : id);

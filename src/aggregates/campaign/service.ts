@@ -7,19 +7,18 @@
  */
 import { randomUUID } from 'node:crypto';
 import { findCampaignByIdempotencyKey } from '../../adapters/postgres/campaign-queries.js';
-import { readStream } from '../../adapters/postgres/event-queries.js';
 import { failUpload } from '../../adapters/postgres/sms-recovery-queries.js';
-import {
-  CAMPAIGN_STREAM_TYPE,
-  type CampaignCommand,
-  type CampaignEvent,
-  type CampaignState,
-  type CreateCampaign,
-  type EditCampaign,
-  type ExistingCampaign,
+import type {
+  CampaignCommand,
+  CampaignEvent,
+  CampaignState,
+  CreateCampaign,
+  EditCampaign,
+  ExistingCampaign,
 } from '../../domain/campaign.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../errors.js';
 import type { AggregateCommands, CommandHandler, CommandResult } from '../../eventstore/command-handler.js';
+import { readCurrentStream } from '../../eventstore/read-stream.js';
 import type { Database } from '../../ports/database.js';
 import type { EventMeta, StoredEvent } from '../../ports/events.js';
 import { campaignAggregate } from './descriptor.js';
@@ -222,7 +221,7 @@ export class CampaignService {
   }
 
   history(campaignId: string, until?: Date): Promise<StoredEvent[]> {
-    return readStream(this.deps.db, CAMPAIGN_STREAM_TYPE, campaignId, until ? { until } : {});
+    return readCurrentStream(this.deps.db, campaignAggregate, campaignId, until ? { until } : {});
   }
 
   /** A LINE campaign's channel credentials and audience must be in place before it is on its way. */

@@ -21,10 +21,8 @@ import {
   listCronJobs,
   lockedActiveCronJobs,
 } from '../../adapters/postgres/cron-queries.js';
-import { readStream } from '../../adapters/postgres/event-queries.js';
 import { shortestInterval } from '../../domain/cron-job/schedule.js';
 import {
-  CRON_JOB_STREAM_TYPE,
   type CreateCronJob,
   type CronJobChanges,
   type CronJobCommand,
@@ -42,6 +40,7 @@ import {
   type CommandResult,
   databaseNow,
 } from '../../eventstore/command-handler.js';
+import { readCurrentStream } from '../../eventstore/read-stream.js';
 import type { Database, SqlClient } from '../../ports/database.js';
 import type { EventMeta, StoredEvent } from '../../ports/events.js';
 import { cronJobAggregate } from './job-descriptor.js';
@@ -288,7 +287,7 @@ export class CronService {
   }
 
   history(jobId: string, until?: Date): Promise<StoredEvent[]> {
-    return readStream(this.deps.db, CRON_JOB_STREAM_TYPE, jobId, until ? { until } : {});
+    return readCurrentStream(this.deps.db, cronJobAggregate, jobId, until ? { until } : {});
   }
 
   private checkTimeout(timeoutMs: number | undefined): void {

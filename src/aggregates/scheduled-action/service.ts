@@ -7,7 +7,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { readStream } from '../../adapters/postgres/event-queries.js';
 import {
   type ActionFilter,
   findPriorSignal,
@@ -18,17 +17,17 @@ import {
   type SubjectRecord,
   upsertSubject,
 } from '../../adapters/postgres/scheduled-action-queries.js';
-import { ACTION_SIGNAL_STREAM_TYPE, type ReceivedSignal } from '../../domain/action-signal.js';
+import type { ReceivedSignal } from '../../domain/action-signal.js';
 import {
   type ExistingAction,
   parseScheduledActionCommand,
-  SCHEDULED_ACTION_STREAM_TYPE,
   type ScheduleAction,
   type ScheduledActionCommand,
 } from '../../domain/scheduled-action.js';
 import { validationErrorFrom } from '../../domain/validation.js';
 import { NotFoundError } from '../../errors.js';
 import type { CommandHandler } from '../../eventstore/command-handler.js';
+import { readCurrentStream } from '../../eventstore/read-stream.js';
 import type { Database } from '../../ports/database.js';
 import type { EventMeta, StoredEvent } from '../../ports/events.js';
 import { actionSignalAggregate, scheduledActionAggregate } from './descriptor.js';
@@ -250,7 +249,7 @@ export class ScheduledActionService {
   }
 
   history(actionId: string, until?: Date): Promise<StoredEvent[]> {
-    return readStream(this.deps.db, SCHEDULED_ACTION_STREAM_TYPE, actionId, until ? { until } : {});
+    return readCurrentStream(this.deps.db, scheduledActionAggregate, actionId, until ? { until } : {});
   }
 
   async getSignal(signalId: string): Promise<ReceivedSignal> {
@@ -260,7 +259,7 @@ export class ScheduledActionService {
   }
 
   signalHistory(signalId: string): Promise<StoredEvent[]> {
-    return readStream(this.deps.db, ACTION_SIGNAL_STREAM_TYPE, signalId);
+    return readCurrentStream(this.deps.db, actionSignalAggregate, signalId);
   }
 
   /** Creates or replaces a subject's attributes (what conditions are evaluated against at fire time). */
