@@ -14,7 +14,7 @@ import { PgWakeupListener } from '../../src/adapters/postgres/notifications.js';
 import { waitFor } from '../../src/testing/wait.js';
 import { herald } from '../support/cli.js';
 import type { TestDatabase } from '../support/services.js';
-import { formatReport, startHaLoad } from './support/load.js';
+import { type Acknowledged, formatReport, startHaLoad } from './support/load.js';
 import { createHaDatabase, requireHa, services } from './support.js';
 
 /** The roles must each commit a new transition within this many seconds of the kill (measured: see the guide). */
@@ -116,12 +116,51 @@ describe('postgres-ha', () => {
       load.start();
       await waitFor(() => load.acknowledged.length >= 30, { timeoutMs: 30_000, what: 'load flowing' });
 
-      // The kill's instant on the database clock (the proxy's primary), and on this process's for acks.
-      const { rows: clock } = await load.t.db.query<{ now: Date }>('select clock_timestamp() as now');
-      const killedAt = clock[0]!.now;
-      const beforeKill = [...load.acknowledged];
-      await services('failover', 'postgres-ha');
-      failedOver = true;
+      // The standby falls behind before the kill: the primary's WAL sender is stopped (SIGSTOP), so the
+      // commits of the last moment never leave the primary. Synchronous commit holds their acknowledgement
+      // (backends wait on SyncRep); with it off they would be acknowledged, then lost with the primary.
+      // (Stopping the standby's receiver instead is not enough: the WAL already in the socket reaches it.)
+      const observer = await connectTo(load.t.url);
+      const walSender = (await observer.query<{ pid: number }>('select pid from pg_stat_replication')).rows[0]
+        ?.pid;
+      if (!walSender)
+        throw new Error('postgres-ha has no streaming standby: run `scripts/services up postgres-ha`');
+      let killedAt: Date;
+      let beforeKill: Acknowledged[];
+      process.kill(walSender, 'SIGSTOP');
+      try {
+        // Commits written on the primary that the standby has not got (16 kB of WAL: dozens of commits).
+        await waitFor(
+          async () =>
+            (
+              await observer.query<{ behind: boolean }>(
+                'select pg_wal_lsn_diff(pg_current_wal_lsn(), sent_lsn) > 16384 as behind from pg_stat_replication',
+              )
+            ).rows[0]?.behind === true,
+          { timeoutMs: 30_000, what: 'the standby behind the primary' },
+        );
+        // The kill's instant on the database clock (a read: it waits for no standby).
+        killedAt = (await observer.query<{ now: Date }>('select clock_timestamp() as now')).rows[0]!.now;
+        // The stopped sender ends with the primary (immediate shutdown SIGKILLs what does not quit in 5 s).
+        const failover = services('failover', 'postgres-ha');
+        failedOver = true;
+        // Once the primary refuses connections, no acknowledgement can come before the proxy moves.
+        await waitFor(
+          async () =>
+            !(await connectTo(load.t.url, before.primary).then(
+              () => true,
+              () => false,
+            )),
+          { intervalMs: 10, what: 'the primary killed' },
+        );
+        beforeKill = [...load.acknowledged];
+        await failover;
+      } catch (error) {
+        try {
+          process.kill(walSender, 'SIGCONT'); // the failover did not happen: let the pair heal
+        } catch {}
+        throw error;
+      }
       // Transitions stamped after this instant (the new primary's clock, the host's) were committed on it:
       // the old primary is dead by now. The measured resume is an upper bound of the true one.
       const { rows: promoted } = await load.t.db.query<{ now: Date }>('select clock_timestamp() as now');
@@ -166,14 +205,18 @@ describe('postgres-ha', () => {
       console.log(
         `postgres-ha failover under load: promoted and reachable ${failoverSeconds.toFixed(2)} s after the kill; resumed (s after the kill): ${resumed.map((r) => `${r.role} ${r.seconds?.toFixed(2)}`).join(', ')}\n${formatReport(report)}`,
       );
-      expect(resumed.filter((r) => r.seconds === null)).toEqual([]);
+      expect(
+        resumed.filter((r) => r.seconds === null),
+        `${formatReport(report)}\n${load.output()}`,
+      ).toEqual([]);
       expect(bound).toBeLessThan(RESUME_BOUND_SECONDS);
 
+      const why = report.ok ? '' : `${formatReport(report)}\n${load.output()}`;
       for (const kind of [report.line, report.action, report.cron, report.sms]) {
-        expect(kind.lost, formatReport(report)).toBe(0);
-        expect(kind.duplicated, formatReport(report)).toBe(0);
+        expect(kind.lost, why).toBe(0);
+        expect(kind.duplicated, why).toBe(0);
       }
-      expect(report.money.balanced, formatReport(report)).toBe(true);
+      expect(report.money.balanced, why).toBe(true);
       // Every role still running: none needed a restart.
       for (const [name, role] of load.roles) expect(role.process.exitCode, name).toBeNull();
 
@@ -192,5 +235,5 @@ describe('postgres-ha', () => {
       await listener.close();
       await load.close();
     }
-  });
+  }, 300_000);
 });

@@ -70,6 +70,11 @@ export interface HaLoadOptions {
   env?: Record<string, string>;
   /** false: the action_execute consumer here has no inbox (every delivery counts as an effect). */
   actionInbox?: boolean;
+  /**
+   * `alter database … set` on the load's database before the roles connect (e.g. `synchronous_commit:
+   * 'off'` to see the failover test fail).
+   */
+  databaseSettings?: Record<string, string>;
   /** Organization of every command (default `org-ha`). */
   organizationId?: string;
 }
@@ -100,8 +105,12 @@ export interface KindReport {
 
 export interface HaLoadReport {
   seconds: number;
-  /** Commands sent, acknowledged (2xx), refused or failed (no 2xx after the client's retries). */
-  commands: { sent: number; acknowledged: number; failed: number; failures: string[] };
+  /**
+   * Commands sent, acknowledged (2xx), refused (a final 4xx: e.g. a LINE start that passed while the
+   * request waited on a loaded machine) or failed (a 5xx, a 409 in progress or a network error still
+   * there when the caller gave up).
+   */
+  commands: { sent: number; acknowledged: number; refused: number; failed: number; failures: string[] };
   line: KindReport;
   action: KindReport & { redeliveriesDropped: number };
   cron: KindReport & {
@@ -126,6 +135,8 @@ export interface HaLoadReport {
     doubleCharged: number;
     balanced: boolean;
   };
+  /** The lost LINE campaigns' and actions' statuses and outbox rows (of the first 20 of each). */
+  lostState: string[];
   /** lost + duplicated over every kind, and money balanced. */
   ok: boolean;
 }
@@ -172,6 +183,10 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
   try {
     const t = await createHaDatabase();
     cleanups.push(() => t.drop());
+    for (const [name, value] of Object.entries(options.databaseSettings ?? {})) {
+      const { rows } = await t.db.query<{ db: string }>('select current_database() as db');
+      await t.db.query(`alter database "${rows[0]!.db}" set ${name} = '${value.replace(/'/g, "''")}'`);
+    }
 
     // The fixed queue names (seeds 000–004) hold messages of earlier runs' databases: start empty.
     const topology = await AmqpConnection.connect({ url: amqpList, name: 'herald-ha-load-topology' });
@@ -210,8 +225,8 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
       HERALD_API_PORT: String(apiPort),
       HERALD_SCANNER_POLL_MS: '200',
       HERALD_RELAY_IDLE_POLL_MS: '100',
-      HERALD_RELAY_BACKOFF_BASE_MS: '50',
-      HERALD_RELAY_BACKOFF_MAX_MS: '500',
+      // The relay's retry schedule stays the production one (1 s doubling, 5 attempts): a broker's
+      // refusals during a leader election must not turn rows dead faster than in a deployment.
       HERALD_ACTIONS_RETRY_BASE_MS: '50',
       HERALD_ACTIONS_RETRY_MAX_MS: '500',
       HERALD_ACTIONS_STALE_SECONDS: '3',
@@ -299,6 +314,13 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
     const roles = new Map<LoadRole, RunningHerald>();
     for (const role of LOAD_ROLES) roles.set(role, spawnHerald([role], { ...env, HERALD_POD: pods[role] }));
     cleanups.push(() => Promise.all([...roles.values()].map((r) => r.stop(15_000))));
+    // A test that times out leaves its finally unrun: the roles must not outlive this process (a worker of
+    // a dropped database would take the next run's messages from the fixed queues).
+    const orphanGuard = () => {
+      for (const role of roles.values()) role.process.kill('SIGKILL');
+    };
+    process.once('exit', orphanGuard);
+    cleanups.push(async () => void process.removeListener('exit', orphanGuard));
     const tail = (text: string) => (text.length > 3_000 ? `…${text.slice(-3_000)}` : text);
     const output = () => [...roles].map(([n, r]) => `--- herald ${n} ---\n${tail(r.output())}`).join('\n');
 
@@ -321,6 +343,7 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
     const failures: string[] = [];
     let sent = 0;
     let failed = 0;
+    let refused = 0;
     let smsCount = 0;
     const cronJobs: string[] = [];
     const started = Date.now();
@@ -360,8 +383,8 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
                 name: `ha line ${sent}`,
                 castType: 'broadcast',
                 lineOaId: world.lineOaId,
-                // A start is required; 5 s ahead of this clock (the API judges it against the database's).
-                startAt: new Date(Date.now() + 5_000).toISOString(),
+                // A start is required; 10 s ahead of this clock (the API judges it against the database's).
+                startAt: new Date(Date.now() + 10_000).toISOString(),
                 line: { messages: [{ type: 'text', text: `ha load ${sent}` }] },
               } as never,
             }),
@@ -406,7 +429,9 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
           });
         }
       } catch (error) {
-        failed++;
+        const status = error instanceof HeraldProblemError ? error.status : 0;
+        if (status >= 400 && status < 500 && status !== 409) refused++;
+        else failed++;
         if (failures.length < 20) failures.push(`${kind}: ${(error as Error).message}`);
       }
     };
@@ -604,6 +629,29 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
         of('line').map((a) => a.id),
         lineEffects,
       );
+      // Where the lost LINE campaigns and actions stand (status, their outbox rows), for the failure message.
+      const { rows: lostState } = await t.db.query<{ what: string }>(
+        `select s.kind || ' ' || s.status || ' x' || count(*) || ' (outbox ' ||
+                coalesce(string_agg(distinct o.destination || ' ' || o.status || ' attempts ' || o.attempts ||
+                                  coalesce(' inbox ' || i.status, ''), ', '), 'none') ||
+                ')' as what
+           from (select 'campaign' as kind, id, status from campaign where id = any($1::uuid[])
+                 union all
+                 select 'action', id, status from scheduled_action where id = any($1::uuid[])) s
+           left join event e on e.stream_id = s.id::text
+           left join outbox o on o.event_position = e.position
+           left join inbox i on i.message_id = o.message_id::text
+          group by s.kind, s.status`,
+        [
+          [
+            ...lineReport.lostIds,
+            ...kindReport(
+              of('action').map((a) => a.id),
+              (id) => actionEffects.get(id) ?? 0,
+            ).lostIds,
+          ],
+        ],
+      );
       const redeliveriesDropped = actionConsumer?.stats.duplicates ?? 0;
       const actionReport = kindReport(
         of('action').map((a) => a.id),
@@ -622,12 +670,13 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
       const all = [lineReport, actionReport, cronReport, smsReport];
       return {
         seconds: Math.round((Date.now() - started) / 100) / 10,
-        commands: { sent, acknowledged: acknowledged.length, failed, failures },
+        commands: { sent, acknowledged: acknowledged.length, refused, failed, failures },
         line: lineReport,
         action: { ...actionReport, redeliveriesDropped },
         cron: { ...cronReport, jobs: cronJobs.length, fates },
         sms: { ...smsReport, campaigns: smsIds.length },
         money: moneyReport,
+        lostState: lostState.map((r) => r.what),
         ok: moneyReport.balanced && all.every((r) => r.lost === 0 && r.duplicated === 0),
       };
     };
@@ -665,12 +714,13 @@ export function formatReport(report: HaLoadReport): string {
     (r.lostIds.length ? ` (lost ${r.lostIds.slice(0, 5).join(' ')})` : '') +
     (r.duplicatedIds.length ? ` (twice ${r.duplicatedIds.slice(0, 5).join(' ')})` : '');
   return [
-    `load: ${report.seconds} s, commands sent ${report.commands.sent}, acknowledged ${report.commands.acknowledged}, failed ${report.commands.failed}`,
+    `load: ${report.seconds} s, commands sent ${report.commands.sent}, acknowledged ${report.commands.acknowledged}, refused ${report.commands.refused}, failed ${report.commands.failed}`,
     kind('line campaigns', report.line),
     `${kind('scheduled actions', report.action)}, redeliveries dropped by the inbox ${report.action.redeliveriesDropped}`,
     `${kind(`cron runs (${report.cron.jobs} jobs)`, report.cron)}, runs by fate/status ${JSON.stringify(report.cron.fates)}`,
     `${kind(`sms recipients (${report.sms.campaigns} campaigns)`, report.sms)}`,
     `money: Herald charged − refunded ${report.money.heraldNet}, billing ledger ${report.money.ledgerNet} (of which ${report.money.awaitingRecovery} on ${report.money.draftCampaigns} DRAFT campaigns awaiting the stale-DRAFT recovery), keys charged twice ${report.money.doubleCharged}: ${report.money.balanced ? 'balanced' : 'NOT balanced'}`,
+    ...report.lostState.map((state) => `  lost: ${state}`),
     ...report.commands.failures.slice(0, 5).map((f) => `  failed command: ${f}`),
   ].join('\n');
 }
