@@ -39,6 +39,39 @@ export async function services(...args: string[]): Promise<string> {
   return stdout;
 }
 
+/**
+ * Waits until rabbitmq-cluster is whole again: every quorum queue has all three members online (a node
+ * just started answers before its queue members have caught up; losing another node meanwhile would leave
+ * a queue without a majority). Asked of the first node that answers.
+ */
+export async function rabbitmqWhole(timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let behind = 'no node answered';
+  for (;;) {
+    for (const node of [1, 2, 3]) {
+      const listed = await services(
+        'rabbitmqctl',
+        String(node),
+        'list_queues',
+        'name',
+        'type',
+        'online',
+        '--formatter',
+        'json',
+      )
+        .then((out) => JSON.parse(out) as { name: string; type: string; online: string[] }[])
+        .catch(() => undefined);
+      if (!listed) continue;
+      const short = listed.filter((q) => q.type === 'quorum' && q.online.length < 3);
+      if (short.length === 0) return;
+      behind = `${short.length} quorum queues with fewer than 3 members online (${short[0]!.name}: ${short[0]!.online.join(' ')})`;
+      break;
+    }
+    if (Date.now() > deadline) throw new Error(`rabbitmq-cluster not whole after ${timeoutMs} ms: ${behind}`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
 /** A fresh, migrated database on the postgres-ha pair, reached through its failover proxy. */
 export async function createHaDatabase(): Promise<TestDatabase> {
   const adminUrl = requireHa('HERALD_HA_DATABASE_URL');
