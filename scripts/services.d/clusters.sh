@@ -520,8 +520,10 @@ partition_check_gid() { # <cluster> <n> <prefix>
     die "$1 node $2 runs with gid $gid, not $(cluster_node_gid "$1" "$2"): restart the cluster (down, then up) to partition it"
 }
 
-cluster_partition() { # <cluster> <n>
-  local cluster=$1 n=$2 prefix own peers m peer_gids=() table mark
+# <cluster> <n> [clients]: with `clients`, the node's client port (AMQP, Kafka broker) refuses everyone
+# else too (the clients are on the majority's side); rabbitmqctl still reaches it.
+cluster_partition() {
+  local cluster=$1 n=$2 clients=${3:-} prefix own peers m peer_gids=() table mark client_rule="" gid
   case $cluster in rabbitmq-cluster) prefix=rc ;; kafka-cluster) prefix=kc ;; esac
   partition_ensure_nft
   partition_check_gid "$cluster" "$n" "$prefix"
@@ -529,19 +531,29 @@ cluster_partition() { # <cluster> <n>
   for m in 1 2 3; do ((m == n)) || peer_gids+=("$(cluster_node_gid "$cluster" "$m")"); done
   table=$(partition_table "$cluster" "$n")
   mark=$(partition_mark "$cluster" "$n")
+  gid=$(cluster_node_gid "$cluster" "$n")
+  if [[ -n $clients ]]; then
+    if [[ $cluster == rabbitmq-cluster ]]; then m=$((RC_AMQP_BASE + n)); else m=$((KC_BROKER_BASE + n)); fi
+    # Refused rather than silent: a client learns at its next packet (a reset), as from a router that
+    # knows the node unreachable. Silently dropped, kafkajs clients wait out 4-6 request timeouts
+    # (10 s each) on a leader that never answers before they refresh their metadata (ADR 0038).
+    client_rule="meta skgid != $gid tcp dport $m reject with tcp reset
+    meta skgid $gid tcp sport $m reject with tcp reset"
+  fi
   # Conntrack marks the connection on the first packet either side sends over it (an established
   # connection included), and every packet of a marked connection is dropped: both directions stop.
   nft -f - <<NFT || die "nft refused the partition's rules"
 table inet $table {
   chain output {
     type filter hook output priority 0; policy accept;
-    meta skgid $(cluster_node_gid "$cluster" "$n") tcp dport { $peers } ct mark set $mark
+    meta skgid $gid tcp dport { $peers } ct mark set $mark
     meta skgid { $(IFS=,; echo "${peer_gids[*]}") } tcp dport { $own } ct mark set $mark
+    $client_rule
     ct mark $mark drop
   }
 }
 NFT
-  log "$cluster node $n partitioned from its peers (nftables table $table)"
+  log "$cluster node $n partitioned from its peers${clients:+ and clients} (nftables table $table)"
 }
 
 # Removes node <n>'s partition (no wait): `down`, `up` and `heal` leave no rule behind.
