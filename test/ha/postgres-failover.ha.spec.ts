@@ -1,18 +1,24 @@
 /**
  * postgres-ha (ADR 0037): a commit through the proxy waits for the synchronous standby and is on it
  * when it returns; after `scripts/services failover postgres-ha` (the primary killed, the standby
- * promoted, the proxy re-pointed) Herald's pool and LISTEN connection recover by themselves: running
- * roles are not restarted, and a scheduled action created before the failover fires after it.
+ * promoted, the proxy re-pointed) under continuous load (test/ha/support/load.ts, ADR 0040): every command
+ * the API acknowledged before the kill is on the promoted standby, the roles (processes from dist/) resume
+ * by themselves within a measured bound — each one's first committed transition after the kill — the
+ * LISTEN connection recovers, nothing acknowledged is lost or has an effect twice, the money balances
+ * and `herald verify` is green.
  * This file FAILS THE DATABASE OVER (and rebuilds the standby at the end: `up postgres-ha`).
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PgWakeupListener } from '../../src/adapters/postgres/notifications.js';
 import { waitFor } from '../../src/testing/wait.js';
-import { actionsHarness, normalAction } from '../support/actions.js';
-import { type RunningRoles, startRoles } from '../support/roles.js';
+import { herald } from '../support/cli.js';
 import type { TestDatabase } from '../support/services.js';
+import { formatReport, startHaLoad } from './support/load.js';
 import { createHaDatabase, requireHa, services } from './support.js';
+
+/** The roles must each commit a new transition within this many seconds of the kill (measured: see the guide). */
+const RESUME_BOUND_SECONDS = 30;
 
 let t: TestDatabase;
 let failedOver = false;
@@ -98,60 +104,93 @@ describe('postgres-ha', () => {
     );
   });
 
-  it('after a failover the pool and LISTEN recover without a restart: an action scheduled before fires after', async () => {
+  it('under load: every command acknowledged before the kill is there after it, the roles resume by themselves, verify is green', async () => {
     const before = await roles();
-    const config = t.config({
-      HERALD_ACTIONS_DISPATCH: 'in-process',
-      HERALD_ACTIONS_RETRY_BASE_MS: '50',
-      HERALD_ACTIONS_RETRY_MAX_MS: '500',
-      HERALD_ACTIONS_STALE_SECONDS: '2',
-      HERALD_ACTIONS_HEARTBEAT_SECONDS: '1',
-      HERALD_RELAY_IDLE_POLL_MS: '200',
-    });
-    const running: RunningRoles = startRoles(config, { relay: true, worker: true });
-    const listener = new PgWakeupListener({ url: t.url, schema: t.schema });
+    const load = await startHaLoad();
+    const listener = new PgWakeupListener({ url: load.t.url, schema: load.t.schema });
     const heard: string[] = [];
     try {
       await listener.subscribe('ha_probe', (payload) => {
         if (payload) heard.push(payload);
       });
-      const { service } = actionsHarness(t, { dispatch: 'in-process' });
-      const action = await service.schedule(normalAction({ delaySeconds: 3 }));
+      load.start();
+      await waitFor(() => load.acknowledged.length >= 30, { timeoutMs: 30_000, what: 'load flowing' });
 
+      // The kill's instant on the database clock (the proxy's primary), and on this process's for acks.
+      const { rows: clock } = await load.t.db.query<{ now: Date }>('select clock_timestamp() as now');
+      const killedAt = clock[0]!.now;
+      const beforeKill = [...load.acknowledged];
       await services('failover', 'postgres-ha');
       failedOver = true;
+      // Transitions stamped after this instant (the new primary's clock, the host's) were committed on it:
+      // the old primary is dead by now. The measured resume is an upper bound of the true one.
+      const { rows: promoted } = await load.t.db.query<{ now: Date }>('select clock_timestamp() as now');
+      const promotedAt = promoted[0]!.now;
+      const failedOverAt = Date.now();
       expect(await roles()).toEqual({ primary: before.standby });
 
-      const done = await waitFor(
-        async () => {
-          const state = await service.get(action.actionId);
-          return state.status === 'done' && state;
-        },
-        { timeoutMs: 60_000, what: 'the action to fire on the promoted standby' },
+      await waitFor(() => load.acknowledged.filter((a) => a.at > failedOverAt).length >= 40, {
+        timeoutMs: 90_000,
+        what: `commands acknowledged after the failover\n${load.output()}`,
+      });
+      await load.stop();
+      const report = await load.report(90_000);
+
+      // Every command acknowledged before the kill is on the promoted standby.
+      const present = async (table: string, ids: string[]) =>
+        (
+          await load.t.db.query<{ n: number }>(
+            `select count(*)::int as n from ${table} where id = any($1::uuid[])`,
+            [ids],
+          )
+        ).rows[0]!.n;
+      const idsOf = (kinds: string[]) => beforeKill.filter((a) => kinds.includes(a.kind)).map((a) => a.id);
+      expect(await present('campaign', idsOf(['line', 'sms']))).toBe(idsOf(['line', 'sms']).length);
+      expect(await present('scheduled_action', idsOf(['action']))).toBe(idsOf(['action']).length);
+      expect(await present('cron_job', idsOf(['cron']))).toBe(idsOf(['cron']).length);
+
+      // Each role's first committed transition after the kill, on the database clock.
+      const { rows: resumed } = await load.t.db.query<{ role: string; seconds: number | null }>(
+        `select p.role, extract(epoch from (
+                  case when p.role = 'relay' then (select min(sent_at) from outbox where sent_at > $2)
+                       when p.role = 'sms-gateway' then (select least(min(sending_at) filter (where sending_at > $2),
+                                                                      min(resp_at) filter (where resp_at > $2))
+                                                           from sms_gateway_part)
+                       else (select min(recorded_at) from event where recorded_at > $2 and meta->>'pod' = p.pod)
+                  end) - $1)::float8 as seconds
+           from unnest($3::text[], $4::text[]) as p(role, pod)`,
+        [killedAt, promotedAt, Object.keys(load.pods), Object.values(load.pods)],
       );
-      expect(done).toMatchObject({ outcome: 'executed' });
-      // Its action_execute message left through the relay, which recovered too.
-      await waitFor(
-        async () =>
-          (
-            await t.db.query(
-              `select 1 from outbox where destination = 'action_execute' and payload->>'actionId' = $1 and status = 'sent'`,
-              [action.actionId],
-            )
-          ).rowCount === 1,
-        { timeoutMs: 60_000, what: 'the action_execute message sent' },
+      const failoverSeconds = (promotedAt.getTime() - killedAt.getTime()) / 1_000;
+      const bound = Math.max(...resumed.map((r) => r.seconds ?? Number.POSITIVE_INFINITY));
+      console.log(
+        `postgres-ha failover under load: promoted and reachable ${failoverSeconds.toFixed(2)} s after the kill; resumed (s after the kill): ${resumed.map((r) => `${r.role} ${r.seconds?.toFixed(2)}`).join(', ')}\n${formatReport(report)}`,
       );
+      expect(resumed.filter((r) => r.seconds === null)).toEqual([]);
+      expect(bound).toBeLessThan(RESUME_BOUND_SECONDS);
+
+      for (const kind of [report.line, report.action, report.cron, report.sms]) {
+        expect(kind.lost, formatReport(report)).toBe(0);
+        expect(kind.duplicated, formatReport(report)).toBe(0);
+      }
+      expect(report.money.balanced, formatReport(report)).toBe(true);
+      // Every role still running: none needed a restart.
+      for (const [name, role] of load.roles) expect(role.process.exitCode, name).toBeNull();
+
       // The LISTEN connection is back: a notification sent now (on the new primary) arrives.
       await waitFor(
         async () => {
-          await t.db.query(`select pg_notify('ha_probe', 'after-failover')`);
+          await load.t.db.query(`select pg_notify('ha_probe', 'after-failover')`);
           return heard.includes('after-failover');
         },
         { timeoutMs: 30_000, intervalMs: 500, what: 'a notification through the re-established LISTEN' },
       );
+      // The real CLI folds every stream and compares it with its state row.
+      const verify = await herald(load.t, ['verify']);
+      expect(verify.code, verify.stdout + verify.stderr).toBe(0);
     } finally {
       await listener.close();
-      await running.stop(); // rejects if a role died instead of recovering
+      await load.close();
     }
   });
 });

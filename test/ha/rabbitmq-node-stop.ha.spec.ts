@@ -1,138 +1,94 @@
 /**
- * The relay keeps publishing when the RabbitMQ node its connection is on stops (ADR 0037): AMQP_URL
- * lists the three nodes, the sink reconnects to a surviving one, and a consumer on a surviving node
- * receives every row: none lost, and a message id twice only for a row published again because its
- * confirm never came (attempts > 1: at-least-once, de-duplicated by consumers, invariant 4).
- * This file STOPS AND STARTS A NODE of rabbitmq-cluster.
+ * Losing the RabbitMQ node that leads the quorum queues under continuous load (issue 24 item 3, ADR 0040):
+ * every aggregate's work flows (test/ha/support/load.ts) while the leader node is stopped (a graceful
+ * shutdown: connections closed) or SIGKILLed (no goodbye: sockets reset, unconfirmed publishes lost in
+ * flight). The quorum queues elect a leader on a surviving node, the relay and the consumers reconnect
+ * to the next node of AMQP_URL, commands acknowledged after the loss are delivered too, nothing
+ * acknowledged is lost and no message id has an effect twice (redeliveries are dropped by the inbox,
+ * invariant 4); the money balances. The node is started again at the end (it rejoins the cluster).
+ * This file STOPS, KILLS AND STARTS NODES of rabbitmq-cluster.
  */
-import amqp from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AmqpConnection, amqpUrls, declareQueues } from '../../src/adapters/amqp/amqp-connection.js';
-import { AmqpSink } from '../../src/adapters/amqp/amqp-sink.js';
-import { OutboxRelay } from '../../src/outbox/relay.js';
+import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../src/testing/wait.js';
-import { outboxCounts, seedOutbox } from '../outbox/support/fixtures.js';
-import type { TestDatabase } from '../support/services.js';
-import { uniqueName } from '../support/services.js';
-import { createHaDatabase, requireHa, services } from './support.js';
+import { formatReport, type HaLoad, startHaLoad } from './support/load.js';
+import { services } from './support.js';
 
-const urls = amqpUrls(requireHa('HERALD_HA_AMQP_URLS'));
-const connectionName = uniqueName('herald-ha-relay');
-const queue = uniqueName('ha_relay');
-let t: TestDatabase;
-let relay: OutboxRelay | undefined;
-let sink: AmqpSink | undefined;
-let stoppedNode: number | undefined;
+/** Herald's queues (the seeds' fixed names and their retry/dead companions). */
+const HERALD_QUEUE = /^(action_execute|scheduled_action_fire|cron_events|process_campaign|line_)/;
 
-/** The node (1..3) the named connection is open to, from the cluster's own view; undefined when none. */
-async function nodeOf(name: string, askNode: number): Promise<number | undefined> {
-  const listed = JSON.parse(
-    await services(
-      'rabbitmqctl',
-      String(askNode),
-      'list_connections',
-      'port',
-      'client_properties',
-      '--formatter',
-      'json',
-    ),
-  ) as { port: number; client_properties: [string, string, unknown][] }[];
-  const mine = listed.find((c) =>
-    c.client_properties.some(([key, , value]) => key === 'connection_name' && value === name),
-  );
-  if (!mine) return undefined;
-  return urls.findIndex((url) => Number(new URL(url).port) === mine.port) + 1;
+interface QueueRow {
+  name: string;
+  leader: string;
 }
 
-beforeAll(async () => {
-  t = await createHaDatabase();
-  const topology = await AmqpConnection.connect({ url: urls.join(','), name: 'herald-ha-topology' });
-  await declareQueues(await topology.channel(), [queue], 'quorum');
-  await topology.close();
-});
+/** Leader node number (1..3) per Herald queue, asked of node `askNode`. */
+async function leaders(askNode: number): Promise<Map<string, number>> {
+  const rows = JSON.parse(
+    await services('rabbitmqctl', String(askNode), 'list_queues', 'name', 'leader', '--formatter', 'json'),
+  ) as QueueRow[];
+  return new Map(
+    rows
+      .filter((row) => HERALD_QUEUE.test(row.name))
+      .map((row) => [row.name, Number(/herald-c(\d)@/.exec(row.leader)?.[1] ?? 0)]),
+  );
+}
 
-afterAll(async () => {
-  await relay?.stop();
-  await sink?.close();
-  if (stoppedNode) await services('node', 'start', 'rabbitmq-cluster', String(stoppedNode));
-  const cleanup = await AmqpConnection.connect({ url: urls.join(','), name: 'herald-ha-cleanup' });
-  await (await cleanup.channel()).deleteQueue(queue).catch(() => {});
-  await cleanup.close();
-  await t?.drop();
+/** The node leading most of Herald's queues (all of them, as the topology is declared on node 1). */
+async function leadingNode(): Promise<{ node: number; queues: number }> {
+  const count = new Map<number, number>();
+  for (const node of (await leaders(1)).values()) count.set(node, (count.get(node) ?? 0) + 1);
+  const [node, queues] = [...count].sort((a, b) => b[1] - a[1])[0]!;
+  return { node, queues };
+}
+
+let load: HaLoad | undefined;
+let down: number | undefined;
+afterEach(async () => {
+  await load?.close();
+  load = undefined;
+  if (down !== undefined) await services('node', 'start', 'rabbitmq-cluster', String(down));
+  down = undefined;
 }, 240_000);
 
-describe('RabbitMQ node stop under the relay', () => {
-  it('the relay moves to another node and every row arrives; a message id twice only for a row published twice', async () => {
-    const config = t.config({
-      HERALD_RELAY_IDLE_POLL_MS: '100',
-      HERALD_RELAY_BACKOFF_BASE_MS: '50',
-      HERALD_RELAY_BACKOFF_MAX_MS: '500',
-    });
-    sink = new AmqpSink({
-      url: config.amqpUrl!,
-      name: connectionName,
-      inFlight: config.relay.inFlight,
-      connectTimeoutMs: 2_000,
-    });
-    relay = new OutboxRelay({ db: t.db, owner: 'ha-relay', sinks: { amqp: sink }, settings: config.relay });
-    await relay.start();
+describe('the RabbitMQ node leading the quorum queues, under load', () => {
+  it.each([
+    { how: 'stopped', flags: [] as string[] },
+    { how: 'SIGKILLed', flags: ['--kill'] },
+  ])(
+    '$how: publishes continue on the others, nothing acknowledged lost, no effect twice',
+    async ({ how, flags }) => {
+      load = await startHaLoad();
+      const running = load;
+      running.start();
+      await waitFor(() => running.acknowledged.length >= 30, { timeoutMs: 30_000, what: 'load flowing' });
+      const leader = await leadingNode();
 
-    const seeded: string[] = [];
-    const seed = async (count: number) => {
-      seeded.push(...(await seedOutbox(t.db, { count, destination: queue })).messageIds);
-    };
-    const allSent = (what: string) =>
-      waitFor(async () => (await outboxCounts(t.db)).sent === seeded.length, { timeoutMs: 60_000, what });
+      down = leader.node;
+      await services('node', 'stop', ...flags, 'rabbitmq-cluster', String(leader.node));
+      const lostAt = Date.now();
+      // Load goes on without the node: commands acknowledged after its loss must arrive too.
+      await waitFor(() => running.acknowledged.filter((a) => a.at > lostAt).length >= 60, {
+        timeoutMs: 60_000,
+        what: 'commands acknowledged after the node was lost',
+      });
+      await running.stop();
+      const report = await running.report(60_000);
+      const surviving = [1, 2, 3].find((n) => n !== leader.node)!;
+      const after = await leaders(surviving);
+      console.log(
+        `rabbitmq node ${leader.node} (leading ${leader.queues} queues) ${how}\n${formatReport(report)}`,
+      );
 
-    await seed(100);
-    await allSent('the first rows sent');
-    const before = await waitFor(() => nodeOf(connectionName, 1), { what: "the relay's connection" });
-
-    // Rows keep arriving while the relay's node shuts down (a graceful stop: connections closed).
-    stoppedNode = before;
-    let stopped = false;
-    const stopping = services('node', 'stop', 'rabbitmq-cluster', String(before)).finally(() => {
-      stopped = true;
-    });
-    while (!stopped) {
-      await seed(20);
-      await allSent('rows seeded while the node stops');
-    }
-    await stopping;
-    await seed(100);
-    await allSent('rows seeded after the node stopped');
-
-    const surviving = [1, 2, 3].find((n) => n !== before)!;
-    const after = await waitFor(() => nodeOf(connectionName, surviving), {
-      what: "the relay's new connection",
-    });
-    expect(after).not.toBe(before);
-    expect((await outboxCounts(t.db)).dead).toBe(0);
-
-    // Every row on the queue, read on a surviving node.
-    const model = await amqp.connect(urls[surviving - 1]!);
-    const channel = await model.createChannel();
-    const received = new Map<string, number>();
-    await channel.prefetch(500);
-    await channel.consume(queue, (message) => {
-      if (!message) return;
-      const id = String(message.properties.messageId);
-      received.set(id, (received.get(id) ?? 0) + 1);
-      channel.ack(message);
-    });
-    await waitFor(() => seeded.every((id) => received.has(id)), {
-      timeoutMs: 30_000,
-      what: 'every seeded row delivered',
-    });
-    await model.close();
-
-    const twice = [...received].filter(([, n]) => n > 1).map(([id]) => id);
-    const { rows } = await t.db.query<{ message_id: string; attempts: number }>(
-      'select message_id::text, attempts from outbox where message_id::text = any($1)',
-      [twice],
-    );
-    expect(rows.filter((row) => row.attempts < 2)).toEqual([]);
-    expect(received.size).toBe(seeded.length);
-    expect(seeded.length).toBeGreaterThan(200);
-  });
+      expect([...after.values()].filter((n) => n === leader.node || n === 0)).toEqual([]);
+      expect(report.commands.failed, formatReport(report)).toBe(0);
+      const after2xx = running.acknowledged.filter((a) => a.at > lostAt);
+      expect(after2xx.some((a) => a.kind === 'action') && after2xx.some((a) => a.kind === 'line')).toBe(true);
+      for (const kind of [report.line, report.action, report.cron, report.sms]) {
+        expect(kind.lost, formatReport(report)).toBe(0);
+        expect(kind.duplicated, formatReport(report)).toBe(0);
+      }
+      expect(report.money.balanced, formatReport(report)).toBe(true);
+      expect(report.ok).toBe(true);
+    },
+  );
 });

@@ -50,6 +50,20 @@ export interface SmppWorld {
   stop(): Promise<void>;
 }
 
+/** The SMS settings of a test world: its topics, an always-open window, every part delivered, fast retries. */
+export function smsWorldEnv(submitTopic: string, dlrTopic: string): Record<string, string> {
+  return {
+    HERALD_SMS_SUBMIT_TOPIC: submitTopic,
+    HERALD_SMS_DLR_TOPIC: dlrTopic,
+    HERALD_SMS_PROMOTIONAL_WINDOW: '00:00:00-23:59:59',
+    HERALD_SMS_SIMULATOR_OUTCOMES: 'DELIVERED=100',
+    HERALD_SMS_SIMULATOR_LATENCY_MS: '5-50',
+    HERALD_SMS_RETRY_MINUTES: '0',
+    HERALD_SMS_RETRY_JITTER_SECONDS: '0',
+    HERALD_SMS_LEASE_TTL_SECONDS: '3',
+  };
+}
+
 export async function smppWorld(
   t: TestDatabase,
   kafka: KafkaFixture,
@@ -65,14 +79,7 @@ export async function smppWorld(
   const submitTopic = await kafka.topic('sms_submit');
   const dlrTopic = await kafka.topic('sms_dlr');
   const base = {
-    HERALD_SMS_SUBMIT_TOPIC: submitTopic,
-    HERALD_SMS_DLR_TOPIC: dlrTopic,
-    HERALD_SMS_PROMOTIONAL_WINDOW: '00:00:00-23:59:59',
-    HERALD_SMS_SIMULATOR_OUTCOMES: 'DELIVERED=100',
-    HERALD_SMS_SIMULATOR_LATENCY_MS: '5-50',
-    HERALD_SMS_RETRY_MINUTES: '0',
-    HERALD_SMS_RETRY_JITTER_SECONDS: '0',
-    HERALD_SMS_LEASE_TTL_SECONDS: '3',
+    ...smsWorldEnv(submitTopic, dlrTopic),
     HERALD_SCANNER_POLL_MS: '200',
     HERALD_RELAY_IDLE_POLL_MS: '200',
     AMQP_URL: '', // a Kafka-only relay; no tick consumer on the shared broker

@@ -32,8 +32,8 @@ export class KafkaFixture {
     this.kafka = kafka;
   }
 
-  static async open(): Promise<KafkaFixture> {
-    const brokers = requireEnv('KAFKA_BROKERS').split(',');
+  /** On KAFKA_BROKERS, or on `brokers` (the HA tests' cluster). */
+  static async open(brokers: string[] = requireEnv('KAFKA_BROKERS').split(',')): Promise<KafkaFixture> {
     const kafka = new Kafka({
       clientId: 'herald-test-fixture',
       brokers,
