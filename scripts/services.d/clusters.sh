@@ -29,8 +29,9 @@
 # and a peer (matched by the sending socket's gid and the peer's listening port) and drops every packet
 # of a marked connection, both ways. Clients (gid 0: Herald, the tests, rabbitmqctl) still reach every
 # node: the partition is between the nodes, as when a switch isolates one node's replication links, and
-# what the node does about it (pause_minority; a fenced Kafka broker) is what clients see. `heal` deletes
-# the table and waits until the cluster is whole again.
+# what the node does about it (pause_minority; a fenced Kafka broker) is what clients see; with
+# `--clients` the node's client port also refuses them (the clients are on the majority's side). `heal`
+# deletes the table and waits until the cluster is whole again.
 
 CLUSTER_SERVICES=(rabbitmq-cluster kafka-cluster postgres-ha)
 
