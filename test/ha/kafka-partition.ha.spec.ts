@@ -68,7 +68,12 @@ describe('Kafka: one broker partitioned from its peers', () => {
     });
     await admin.createTopics({
       topics: [topic, `${topic}.retry`, `${topic}.dead`].map((name) => ({ topic: name, numPartitions: 3 })),
-      waitForLeaders: true,
+      waitForLeaders: false, // kafkajs' own wait gives up while a broker does not know the topic yet
+    });
+    await waitFor(async () => (await layout()).filter((p) => p.leader > 0).length === 3, {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+      what: "the topic's leaders",
     });
     // A topic just created is not yet known to every broker: the first join may be refused.
     consumer = await waitFor(
