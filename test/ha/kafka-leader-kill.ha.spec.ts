@@ -59,7 +59,7 @@ describe('the Kafka broker leading the SMS partitions, under load', () => {
     expect(after.filter((n) => n === leader || n < 0)).toEqual([]);
     expect(report.commands.failed, formatReport(report)).toBe(0);
     for (const kind of [report.line, report.action, report.cron, report.sms]) {
-      expect(kind.lost, formatReport(report)).toBe(0);
+      expect(kind.lost, `${formatReport(report)}\n${running.output()}`).toBe(0);
       expect(kind.duplicated, formatReport(report)).toBe(0);
     }
     expect(report.sms.delivered).toBeGreaterThan(0);
