@@ -22,6 +22,16 @@
 # offset like every other port. `node stop|start [--kill] <cluster> <n>` stops or starts one node.
 # Each node runs the base service's own start and stop code (rabbitmq.sh, kafka.sh, postgres.sh) in a
 # subshell with that node's paths and ports, as the TLS instances do (tls.sh).
+#
+# `partition <cluster> <n>` cuts node n of rabbitmq-cluster or kafka-cluster off from its two peers (ADR
+# 0038): every broker node runs with a group id of its own (NODE_GID: root's uid kept, only the gid
+# differs), and an nftables table `herald_p<offset>_<cluster>_<n>` marks each connection between node n
+# and a peer (matched by the sending socket's gid and the peer's listening port) and drops every packet
+# of a marked connection, both ways. Clients (gid 0: Herald, the tests, rabbitmqctl) still reach every
+# node: the partition is between the nodes, as when a switch isolates one node's replication links, and
+# what the node does about it (pause_minority; a fenced Kafka broker) is what clients see; with
+# `--clients` the node's client port also refuses them (the clients are on the majority's side). `heal`
+# deletes the table and waits until the cluster is whole again.
 
 CLUSTER_SERVICES=(rabbitmq-cluster kafka-cluster postgres-ha)
 
@@ -36,6 +46,13 @@ PGHA_PROXY_PORT=$((54300 + HERALD_SERVICES_PORT_OFFSET))
 PGHA_BASE=$((54300 + HERALD_SERVICES_PORT_OFFSET)) # node n: + n
 PGHA_DIR="$SERVICES_DIR/postgres-ha"
 PGHA_STANDBY_NAME=herald_standby
+
+# The group id node <n> of <cluster> runs with (unique per port offset, cluster and node).
+cluster_node_gid() { # <cluster> <n>
+  local c
+  case $1 in rabbitmq-cluster) c=1 ;; kafka-cluster) c=2 ;; *) c=3 ;; esac
+  echo $((60000 + HERALD_SERVICES_PORT_OFFSET + 10 * c + $2))
+}
 
 cluster_nodes() { case $1 in postgres-ha) echo 1 2 ;; *) echo 1 2 3 ;; esac; }
 is_cluster() { [[ " ${CLUSTER_SERVICES[*]} " == *" $1 "* ]]; }
@@ -112,6 +129,9 @@ rc_scope() { # <node>
   RABBIT_OUT="$RABBIT_DIR/rabbitmq-server.out"
   RABBIT_PIDFILE="$RABBIT_DIR/rabbitmq.pid"
   RABBIT_LAUNCHER_PIDFILE="$RABBIT_DIR/launcher.pid"
+  NODE_GID=$(cluster_node_gid rabbitmq-cluster "$n")
+  # A peer that stops answering (a partition: no RST, no FIN) is down after 10-12.5 s instead of 60-75.
+  RABBIT_EXTRA_ERL_ARGS="-kernel net_ticktime 10"
   rabbit_write_conf() {
     rc_base_write_conf
     cat >>"$RABBIT_DIR/rabbitmq.conf" <<CONF
@@ -149,6 +169,7 @@ rabbitmq-cluster_start() {
   local t0 n
   t0=$(now_ms)
   rc_ensure_cookie
+  cluster_unpartition_all rabbitmq-cluster
   if [[ ! -f $RC_DIR/.clustered ]]; then
     # First boot: node 1 alone, then 2 and 3, each joining node 1 (their fresh state is reset).
     rc_node_pid 1 >/dev/null || rc_node_start 1
@@ -173,6 +194,7 @@ rabbitmq-cluster_start() {
 
 rabbitmq-cluster_stop() {
   local n
+  cluster_unpartition_all rabbitmq-cluster
   for n in 3 2 1; do rc_node_pid "$n" >/dev/null && rc_node_stop "$n"; done
   return 0
 }
@@ -195,6 +217,7 @@ kc_scope() { # <node>
   KAFKA_HEAP="${HERALD_KAFKA_CLUSTER_HEAP:--Xms128m -Xmx320m}"
   KAFKA_CLUSTER_ID=$(cat "$KC_DIR/cluster-id" 2>/dev/null || true)
   KAFKA_NODE_ID=$n
+  NODE_GID=$(cluster_node_gid kafka-cluster "$n")
   KAFKA_VOTERS="1@127.0.0.1:$((KC_CONTROLLER_BASE + 1)),2@127.0.0.1:$((KC_CONTROLLER_BASE + 2)),3@127.0.0.1:$((KC_CONTROLLER_BASE + 3))"
   KAFKA_REPLICAS=3
   KAFKA_MIN_ISR=2
@@ -219,6 +242,7 @@ kafka-cluster_start() {
   mkdir -p "$KC_DIR"
   [[ -s $KC_DIR/cluster-id ]] || head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$KC_DIR/cluster-id"
   kafka_fetch_jars # once, before the three nodes start at once
+  cluster_unpartition_all kafka-cluster
   # The controllers need a majority to elect a leader, and a broker is ready only then: all at once.
   cluster_start_missing kc 1 2 3 || die "a node did not start (logs under $KC_DIR)"
   log "3 nodes up in $(since "$t0")"
@@ -229,6 +253,7 @@ kafka-cluster_start() {
 # logs are recovered at the next start, like after a crash).
 kafka-cluster_stop() {
   local n pids=()
+  cluster_unpartition_all kafka-cluster
   for n in 1 2 3; do
     if kc_node_pid "$n" >/dev/null; then
       KAFKA_STOP_TIMEOUT=15 kc_node_stop "$n" &
@@ -460,4 +485,113 @@ postgres-ha_failover() {
   echo "$s" >"$PGHA_DIR/primary"
   pgha_point_proxy "$s"
   log "failover: node $p stopped (immediate), node $s promoted, proxy re-pointed in $(since "$t0")"
+}
+
+# ---------------------------------------------------------------------------------------------
+# partition / heal (ADR 0038)
+# ---------------------------------------------------------------------------------------------
+partition_table() { echo "herald_p${HERALD_SERVICES_PORT_OFFSET}_${1%-cluster}_$2"; } # <cluster> <n>
+partition_mark() { printf '0x%x' $((0x4e000000 + HERALD_SERVICES_PORT_OFFSET * 16 + $2)); }
+
+partition_ensure_nft() { command -v nft >/dev/null 2>&1 || apt_packages_install nftables; }
+
+# The peers' listening ports node <n> connects to, and node <n>'s own that they connect to.
+partition_ports() { # <cluster> <n> -> "<own ports, comma-separated> <peer ports>"
+  local m own=() peers=()
+  for m in 1 2 3; do
+    if [[ $1 == rabbitmq-cluster ]]; then
+      if ((m == $2)); then own+=($((RC_DIST_BASE + m))); else peers+=($((RC_DIST_BASE + m))); fi
+    else
+      if ((m == $2)); then
+        own+=($((KC_BROKER_BASE + m)) $((KC_CONTROLLER_BASE + m)))
+      else
+        peers+=($((KC_BROKER_BASE + m)) $((KC_CONTROLLER_BASE + m)))
+      fi
+    fi
+  done
+  echo "$(IFS=,; echo "${own[*]}") $(IFS=,; echo "${peers[*]}")"
+}
+
+# The node's process runs with its group id (a node started before partitions existed does not).
+partition_check_gid() { # <cluster> <n> <prefix>
+  local pid gid
+  pid=$("${3}_node_pid" "$2") || die "$1 node $2 is not running"
+  gid=$(awk '/^Gid:/ {print $2}' "/proc/$pid/status")
+  [[ $gid == "$(cluster_node_gid "$1" "$2")" ]] ||
+    die "$1 node $2 runs with gid $gid, not $(cluster_node_gid "$1" "$2"): restart the cluster (down, then up) to partition it"
+}
+
+# <cluster> <n> [clients]: with `clients`, the node's client port (AMQP, Kafka broker) refuses everyone
+# else too (the clients are on the majority's side); rabbitmqctl still reaches it.
+cluster_partition() {
+  local cluster=$1 n=$2 clients=${3:-} prefix own peers m peer_gids=() table mark client_rule="" gid
+  case $cluster in rabbitmq-cluster) prefix=rc ;; kafka-cluster) prefix=kc ;; esac
+  partition_ensure_nft
+  partition_check_gid "$cluster" "$n" "$prefix"
+  read -r own peers < <(partition_ports "$cluster" "$n")
+  for m in 1 2 3; do ((m == n)) || peer_gids+=("$(cluster_node_gid "$cluster" "$m")"); done
+  table=$(partition_table "$cluster" "$n")
+  mark=$(partition_mark "$cluster" "$n")
+  gid=$(cluster_node_gid "$cluster" "$n")
+  if [[ -n $clients ]]; then
+    if [[ $cluster == rabbitmq-cluster ]]; then m=$((RC_AMQP_BASE + n)); else m=$((KC_BROKER_BASE + n)); fi
+    # Refused rather than silent: a client learns at its next packet (a reset), as from a router that
+    # knows the node unreachable. Silently dropped, kafkajs clients wait out 4-6 request timeouts
+    # (10 s each) on a leader that never answers before they refresh their metadata (ADR 0038).
+    client_rule="meta skgid != $gid tcp dport $m reject with tcp reset
+    meta skgid $gid tcp sport $m reject with tcp reset"
+  fi
+  # Conntrack marks the connection on the first packet either side sends over it (an established
+  # connection included), and every packet of a marked connection is dropped: both directions stop.
+  nft -f - <<NFT || die "nft refused the partition's rules"
+table inet $table {
+  chain output {
+    type filter hook output priority 0; policy accept;
+    meta skgid $gid tcp dport { $peers } ct mark set $mark
+    meta skgid { $(IFS=,; echo "${peer_gids[*]}") } tcp dport { $own } ct mark set $mark
+    $client_rule
+    ct mark $mark drop
+  }
+}
+NFT
+  log "$cluster node $n partitioned from its peers${clients:+ and clients} (nftables table $table)"
+}
+
+# Removes node <n>'s partition (no wait): `down`, `up` and `heal` leave no rule behind.
+cluster_unpartition() { # <cluster> <n>
+  local table
+  table=$(partition_table "$1" "$2")
+  command -v nft >/dev/null 2>&1 || return 0
+  nft list table inet "$table" >/dev/null 2>&1 || return 1
+  nft delete table inet "$table"
+}
+cluster_unpartition_all() { # <cluster>
+  local n
+  for n in 1 2 3; do cluster_unpartition "$1" "$n" || true; done
+}
+
+# No node of rabbitmq-cluster reports a partition, and all three run the rabbit app (a paused node
+# does not).
+rc_whole() {
+  local status
+  status=$( (rc_scope 1 && rabbit_ctl cluster_status --formatter json) 2>/dev/null) || return 1
+  node -e '
+    const s = JSON.parse(process.argv[1]);
+    const ok = (s.running_nodes ?? []).length === 3 && Object.keys(s.partitions ?? {}).length === 0;
+    process.exit(ok ? 0 : 1);' "$status" && rc_node_probe 1 && rc_node_probe 2 && rc_node_probe 3
+}
+
+# No partition of any topic is under-replicated (node <n> caught up and is back in every ISR).
+kc_whole() { (cd "$REPO_ROOT" && node scripts/ha-kafka-whole.mjs "$(kafka-cluster_url)"); }
+
+cluster_heal() { # <cluster> <n>
+  local cluster=$1 n=$2 t0 deadline
+  t0=$(now_ms)
+  cluster_unpartition "$cluster" "$n" || log "$cluster node $n was not partitioned"
+  deadline=$((SECONDS + 120))
+  case $cluster in
+    rabbitmq-cluster) until rc_whole; do ((SECONDS < deadline)) || die "rabbitmq-cluster not whole 120 s after the heal"; sleep 0.5; done ;;
+    kafka-cluster) until kc_whole; do ((SECONDS < deadline)) || die "kafka-cluster has under-replicated partitions 120 s after the heal"; sleep 1; done ;;
+  esac
+  log "$cluster node $n healed; the cluster is whole again in $(since "$t0")"
 }

@@ -136,7 +136,9 @@ kafka_start() {
   # shellcheck disable=SC2086 # KAFKA_HEAP is a list of JVM flags
   (
     cd "$KAFKA_DIR" || exit 1
-    exec setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$KAFKA_PIDFILE" \
+    # NODE_GID (cluster nodes, clusters.sh): the node's own group id, which `partition` matches.
+    exec ${NODE_GID:+setpriv --regid "$NODE_GID" --keep-groups} \
+      setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$KAFKA_PIDFILE" \
       nohup java $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
       -Dlog4j.configuration="file:$REPO_ROOT/scripts/kafka/log4j.properties" \
       -Dkafka.logs.dir="$KAFKA_LOG_DIR" \

@@ -39,7 +39,8 @@ rabbit_env() {
   export RABBITMQ_ENABLED_PLUGINS_FILE="$RABBIT_DIR/enabled_plugins"
   export RABBITMQ_CONF_ENV_FILE="$RABBIT_DIR/rabbitmq-env.conf" # instead of /etc/rabbitmq's
   # Erlang distribution listener on loopback too (it binds 0.0.0.0 by default).
-  export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+  # RABBIT_EXTRA_ERL_ARGS: a cluster node's additions (clusters.sh: a shorter net_ticktime).
+  export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}${RABBIT_EXTRA_ERL_ARGS:+ $RABBIT_EXTRA_ERL_ARGS}"
   export RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
 }
 
@@ -99,7 +100,9 @@ rabbitmq_start() {
   (
     rabbit_env
     cd "$RABBIT_DIR" || exit 1
-    exec setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$RABBIT_LAUNCHER_PIDFILE" \
+    # NODE_GID (cluster nodes, clusters.sh): the node's own group id, which `partition` matches.
+    exec ${NODE_GID:+setpriv --regid "$NODE_GID" --keep-groups} \
+      setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$RABBIT_LAUNCHER_PIDFILE" \
       nohup "$RABBIT_SBIN/rabbitmq-server" </dev/null >>"$RABBIT_OUT" 2>&1
   ) &
   local deadline=$((SECONDS + 5))

@@ -148,6 +148,8 @@ export interface HaLoad {
   /** The pod name each role records in its events' meta (`HERALD_POD`). */
   pods: Record<LoadRole, string>;
   acknowledged: readonly Acknowledged[];
+  /** The SMS topics on kafka-cluster (submissions, delivery reports). */
+  kafkaTopics: readonly string[];
   line: LineSimulator;
   smsc: SmscSimulator;
   billing: BillingSimulator;
@@ -199,7 +201,8 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
     // SMS topics with the cluster's replication (RF 3, min ISR 2), leaders elected before use.
     const kafka = await KafkaFixture.open(brokers);
     cleanups.push(() => kafka.close());
-    const smsBase = smsWorldEnv(await kafka.topic('ha_sms_submit'), await kafka.topic('ha_sms_dlr'));
+    const kafkaTopics = [await kafka.topic('ha_sms_submit'), await kafka.topic('ha_sms_dlr')] as const;
+    const smsBase = smsWorldEnv(...kafkaTopics);
 
     const line = await startTestLineSimulator();
     cleanups.push(() => line.close());
@@ -687,6 +690,7 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
       roles,
       pods,
       acknowledged,
+      kafkaTopics,
       line,
       smsc,
       billing,
