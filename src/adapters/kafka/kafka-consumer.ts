@@ -62,10 +62,24 @@ export interface KafkaTopicConsumerOptions {
   signal?: AbortSignal | undefined;
   /** kafkajs session timeout. Default 10 s (a dead member's partitions move on after this). */
   sessionTimeoutMs?: number;
+  /** How long `start` keeps trying again after retriable errors. Default 60 s. */
+  startTimeoutMs?: number;
 }
 
 /** Longest sleep between heartbeats while a delivery waits for its due time. */
 const WAIT_SLICE_MS = 500;
+/** How long a start is tried again on retriable errors, and the longest wait between tries. */
+const START_TIMEOUT_MS = 60_000;
+const START_RETRY_MAX_MS = 5_000;
+
+/** True when the error, or one it wraps, is one kafkajs marks retriable. */
+function isRetriable(error: unknown): boolean {
+  for (let e = error, depth = 0; e && depth < 5; depth++) {
+    if ((e as { retriable?: unknown }).retriable === true) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
 
 export class KafkaTopicConsumer {
   private readonly consumer: Consumer;
@@ -91,11 +105,29 @@ export class KafkaTopicConsumer {
     });
   }
 
-  /** Connects, subscribes and resolves once the consumer joined its group (deliveries flow). */
+  /**
+   * Connects, subscribes and resolves once the consumer joined its group (deliveries flow). A start
+   * that fails on an error Kafka calls retriable (a topic created a moment ago that a broker's metadata
+   * does not know yet: "does not host this topic-partition"; a leader election) is tried again with a
+   * fresh consumer until `startTimeoutMs`, so a role does not exit over what a cluster settles in seconds.
+   */
   static async start(options: KafkaTopicConsumerOptions): Promise<KafkaTopicConsumer> {
-    const self = new KafkaTopicConsumer(options);
-    await self.run();
-    return self;
+    const deadline = Date.now() + (options.startTimeoutMs ?? START_TIMEOUT_MS);
+    for (let attempt = 1; ; attempt++) {
+      const self = new KafkaTopicConsumer(options);
+      try {
+        await self.run();
+        return self;
+      } catch (error) {
+        const wait = Math.min(START_RETRY_MAX_MS, 250 * 2 ** attempt);
+        if (!isRetriable(error) || options.signal?.aborted || Date.now() + wait > deadline) throw error;
+        options.logger.warn(
+          { err: error, topic: options.topic, attempt, retryInMs: wait },
+          'kafka consumer could not start; trying again',
+        );
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
   }
 
   get state(): KafkaConsumerState {

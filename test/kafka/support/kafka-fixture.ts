@@ -49,9 +49,9 @@ export class KafkaFixture {
   /** A fresh topic (deleted by close()). */
   async topic(
     prefix = 'topic',
-    options: { partitions?: number; configEntries?: ITopicConfig['configEntries'] } = {},
+    options: { partitions?: number; configEntries?: ITopicConfig['configEntries']; name?: string } = {},
   ): Promise<string> {
-    const topic = uniqueName(`herald_test_${prefix}`);
+    const topic = options.name ?? uniqueName(`herald_test_${prefix}`);
     // kafkajs' own leader wait gives up ("does not host this topic-partition") while a busy broker's
     // metadata does not know the new topic yet: wait for the leaders here, as the product does.
     await this.admin.createTopics({
