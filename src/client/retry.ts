@@ -2,7 +2,8 @@
  * The client's transport: one `fetch` that adds the credential to each attempt (a function credential is
  * asked again each time, so a refreshed token is used) and retries what is safe to retry. 429 and 503
  * are refusals (nothing was done) and are retried after the answer's `Retry-After` (seconds or an HTTP
- * date); a network error is retried only for a request that is safe to send twice: a GET/HEAD, or a
+ * date), and so is a 409 `idempotency-key-in-use` (the same key is still being worked on, or was left
+ * reserved by a request a failover cut: the answer says when to ask again); a network error is retried only for a request that is safe to send twice: a GET/HEAD, or a
  * command carrying an `Idempotency-Key` (the same key on every attempt: the request is replayed
  * byte for byte, so the API answers a repeat with the first answer, ADR 0012). Waits go through an
  * injectable `sleep` and clock so tests do not wait.
@@ -69,6 +70,18 @@ export function retryAfterMs(header: string | null, now: number): number | undef
 }
 
 const RETRIED_STATUSES = new Set([429, 503]);
+const KEY_IN_USE = 'urn:herald:problem:idempotency-key-in-use';
+
+/** Whether an answer is a refusal to retry: 429, 503, or 409 for an Idempotency-Key still in use. */
+async function retried(response: Response): Promise<boolean> {
+  if (RETRIED_STATUSES.has(response.status)) return true;
+  if (response.status !== 409) return false;
+  const problem = (await response
+    .clone()
+    .json()
+    .catch(() => null)) as { type?: unknown } | null;
+  return problem?.type === KEY_IN_USE;
+}
 
 /** A request that may reach the server twice without doing twice what it asks. */
 const replayable = (request: Request) =>
@@ -104,7 +117,7 @@ export function retryingFetch(options: TransportOptions): (request: Request) => 
         await retries.sleep(backoff, request.signal);
         continue;
       }
-      if (last || !RETRIED_STATUSES.has(response.status)) return response;
+      if (last || !(await retried(response))) return response;
       const wait = retryAfterMs(response.headers.get('retry-after'), retries.now()) ?? backoff;
       if (wait > retries.maxDelayMs) return response;
       await response.body?.cancel();

@@ -1,7 +1,7 @@
 /**
  * The client's transport and stream reader on their own, with a scripted `fetch` (what a real server
  * does in these cases is covered by client.int.spec.ts; here are the cases a real Herald does not make
- * on demand): Retry-After as an HTTP date, network errors retried only for requests safe to send twice
+ * on demand): Retry-After as an HTTP date, a 409 for a key still in use, network errors retried only for requests safe to send twice
  * (with the same Idempotency-Key), a wait longer than allowed handed to the caller, the credential asked
  * per attempt, and a stream split mid-line, dropped and reconnected.
  */
@@ -83,6 +83,30 @@ describe('the retrying transport', () => {
     expect(new Set(sent.map((s) => s.body)).size).toBe(1);
     expect(sent.map((s) => s.auth)).toEqual(['Bearer token-1', 'Bearer token-2', 'Bearer token-3']);
     expect(sent[0]!.url).toBe('http://herald.test/v1/actions');
+  });
+
+  it('retries a 409 for an Idempotency-Key still in use after its Retry-After, but not another 409', async () => {
+    const inUse = () =>
+      json(
+        409,
+        { type: 'urn:herald:problem:idempotency-key-in-use', title: 'Conflict', status: 409 },
+        { 'retry-after': '2' },
+      );
+    const { sent, fetch } = scripted([inUse, () => json(201, { actionId: 'a-1' })]);
+    const waits: number[] = [];
+    const herald = client(fetch, waits, () => 'k');
+    const body = { mode: 'normal', actionType: 'send_message', actionConfig: {}, delaySeconds: 60 } as const;
+    expect(await herald.POST('/v1/actions', { body })).toEqual({ actionId: 'a-1' });
+    expect(waits).toEqual([2_000]);
+    expect(sent.map((s) => s.key)).toEqual(['k-1', 'k-1']);
+
+    const reused = scripted([
+      () => json(409, { type: 'urn:herald:problem:idempotency-key-reused', title: 'Conflict', status: 409 }),
+    ]);
+    await expect(client(reused.fetch, [], () => 'k').POST('/v1/actions', { body })).rejects.toMatchObject({
+      status: 409,
+    });
+    expect(reused.sent).toHaveLength(1);
   });
 
   it('does not resend a command without an Idempotency-Key after a network error', async () => {

@@ -352,9 +352,9 @@ export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> 
     const started = Date.now();
 
     /**
-     * A caller as the API asks of one (docs/guides/client.md: a 409 `idempotency-key-in-use` has a Retry-After): the same Idempotency-Key again after a 409
-     * "still in progress" or a 5xx (after its Retry-After), or a network error the client stopped retrying,
-     * until a deadline; a 4xx refusal is final.
+     * A caller with a deadline: the same Idempotency-Key again, until 20 s, after what the client's own
+     * retries (a few, docs/guides/client.md) gave up on: a 409 "still in progress" or a 5xx (after its
+     * Retry-After), or a network error; a 4xx refusal is final.
      */
     const command = async <T>(call: (header: { 'idempotency-key': string }) => Promise<T>): Promise<T> => {
       const header = { 'idempotency-key': randomUUID() };
