@@ -77,9 +77,23 @@ export class SuspendedOperation extends Error {
   }
 }
 
+/**
+ * How long a reservation holds its key before a retry may take it over: longer than any request runs
+ * (an SMS creation's billing calls included), short enough that a request cut between its reservation and
+ * its completion (a process or database failover: its release never reached the database) does not
+ * refuse the caller's retries for the whole TTL.
+ */
+export const RESERVATION_LEASE_MS = 5 * 60_000;
+
 export class IdempotencyKeys {
-  /** `ttlMs`: how long a completed key is remembered (HERALD_IDEMPOTENCY_TTL_HOURS). */
-  constructor(private readonly ttlMs: number) {}
+  /**
+   * `ttlMs`: how long a completed (or suspended) key is remembered (HERALD_IDEMPOTENCY_TTL_HOURS);
+   * `leaseMs`: how long a reservation lasts (RESERVATION_LEASE_MS).
+   */
+  constructor(
+    private readonly ttlMs: number,
+    private readonly leaseMs = RESERVATION_LEASE_MS,
+  ) {}
 
   /**
    * Reserves the key in `tx`: null when this request now owns it, else the stored result to replay.
@@ -104,7 +118,7 @@ export class IdempotencyKeys {
       scope: key.scope,
       key: key.key,
       requestHash: key.fingerprint,
-      ttlMs: this.ttlMs,
+      leaseMs: Math.min(this.leaseMs, this.ttlMs),
     });
     if (reservation.kind === 'reserved') return { kind: 'reserved' };
     const inUse = () =>
@@ -131,6 +145,7 @@ export class IdempotencyKeys {
         scope: key.scope,
         key: key.key,
         requestHash: key.fingerprint,
+        leaseMs: Math.min(this.leaseMs, this.ttlMs),
       });
       if (token === null) throw inUse();
       return { kind: 'resume', token };
@@ -141,7 +156,12 @@ export class IdempotencyKeys {
 
   /** Stores the result of the request that reserved the key (in the transaction of its last write). */
   complete(tx: SqlClient, key: RequestKey, stored: unknown): Promise<void> {
-    return completeIdempotencyKey(tx, { scope: key.scope, key: key.key, response: stored });
+    return completeIdempotencyKey(tx, {
+      scope: key.scope,
+      key: key.key,
+      response: stored,
+      ttlMs: this.ttlMs,
+    });
   }
 
   /** Gives a reserved key up (the operation failed: a retry is a new request). */
@@ -152,7 +172,7 @@ export class IdempotencyKeys {
   /**
    * Reserve now, complete later: reserves `key` (if any) in a transaction of its own and replays a
    * stored result; otherwise runs `operation`, which completes the key in its last transaction, and
-   * releases the key when it throws (best effort: a key left reserved expires on its own). An operation
+   * releases the key when it throws (best effort: a key left reserved expires after its lease). An operation
    * that throws SuspendedOperation keeps the key reserved with its token instead, and the next request
    * with the same key and request gets that token (`operation(token)`) to resume with.
    */
@@ -176,6 +196,7 @@ export class IdempotencyKeys {
           scope: key.scope,
           key: key.key,
           token: error.token,
+          ttlMs: this.ttlMs,
         }).catch((suspendError: unknown) => {
           logger.error({ err: suspendError }, 'could not keep an idempotency key for a retry; releasing it');
           return false;

@@ -7,6 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expireIdempotencyKeys } from '../../src/adapters/postgres/retention-queries.js';
+import { IdempotencyKeys } from '../../src/api/idempotency.js';
+import { waitFor } from '../../src/testing/wait.js';
 import {
   type ApiFixture,
   type ApiReply,
@@ -228,6 +230,37 @@ describe('expiry and scope', () => {
     expect(await expireIdempotencyKeys(api.t.db, { limit: 100 })).toBe(1);
     const gone = await api.t.db.query("select 1 from idempotency_key where key = 'expire-1'");
     expect(gone.rowCount).toBe(0);
+  });
+
+  it('a reservation cut before it completed or released holds its key for a lease, not the TTL', async () => {
+    // A request that reserved in a transaction of its own (an SMS creation) and was cut before either
+    // completing or releasing the key: a process or database failover lost its release.
+    const keys = new IdempotencyKeys(24 * 3_600_000, 400);
+    const cut = { scope: 'org-idem:lease', key: 'lease-1', fingerprint: 'f-1' };
+    expect(await api.t.db.transaction((tx) => keys.reserve(tx, cut))).toBeNull();
+    const lease = async () =>
+      (
+        await api.t.db.query<{ ms: number; over: boolean }>(
+          `select extract(epoch from expires_at - created_at) * 1000 as ms, now() >= expires_at as over
+             from idempotency_key where key = 'lease-1'`,
+        )
+      ).rows[0]!;
+    expect(Number((await lease()).ms)).toBe(400);
+    // The retry within the lease is told the key is in use (409, with Retry-After) ...
+    await expect(api.t.db.transaction((tx) => keys.reserve(tx, cut))).rejects.toMatchObject({
+      code: 'IDEMPOTENCY_KEY_IN_USE',
+    });
+    // ... and once the lease is over (on the database clock) it is the request's again, kept for the TTL
+    // when it completes.
+    await waitFor(async () => (await lease()).over, { what: 'the lease over', timeoutMs: 10_000 });
+    await api.t.db.transaction(async (tx) => {
+      expect(await keys.reserve(tx, cut)).toBeNull();
+      await keys.complete(tx, cut, { done: true });
+    });
+    expect(Math.round(Number((await lease()).ms) / 3_600_000)).toBe(24);
+    await expect(api.t.db.transaction((tx) => keys.reserve(tx, cut))).resolves.toEqual({
+      stored: { done: true },
+    });
   });
 
   it("another organization's request with the same key is its own", async () => {
