@@ -19,30 +19,23 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 ha=${HERALD_TEST_HA:-1}
 work=$(mktemp -d)
-cluster_pid='' ha_pid=''
+ha_pid=''
 trap 'rm -rf "$work"' EXIT
-
-if [[ $ha == 1 ]]; then
-  echo "ha tier: starting the clusters in the background (log printed with the tier's results)"
-  bash scripts/services up rabbitmq-cluster kafka-cluster postgres-ha </dev/null >"$work/clusters.log" 2>&1 &
-  cluster_pid=$!
-fi
 
 eval "$(bash scripts/services env)"
 export HERALD_TEST_FROM_DIST=1
 
 vitest() { node_modules/.bin/vitest "$@"; }
 
-# The ha tier, in the background once the clusters are up: its exit code lands in $work/ha.rc.
+# The clusters, then the ha project, in the background: the exit code lands in $work/ha.rc.
 start_ha_tier() {
-  if ! wait "$cluster_pid"; then
-    cluster_pid=''
-    { echo "ha tier: the clusters did not start"; } >"$work/ha.log"
-    echo 1 >"$work/ha.rc"
-    return
-  fi
-  cluster_pid=''
+  echo "ha tier: starting the clusters and the ha project in the background (output printed at the end)"
   (
+    if ! bash scripts/services up rabbitmq-cluster kafka-cluster postgres-ha </dev/null >"$work/clusters.log" 2>&1; then
+      echo "ha tier: the clusters did not start" >"$work/ha.log"
+      echo 1 >"$work/ha.rc"
+      exit
+    fi
     eval "$(bash scripts/services env)"
     vitest run --project ha </dev/null >"$work/ha.log" 2>&1
     echo $? >"$work/ha.rc"
@@ -51,9 +44,8 @@ start_ha_tier() {
 }
 
 finish_ha_tier() {
-  [[ -f $work/ha.rc || -n $ha_pid ]] || return 0
-  [[ -n $ha_pid ]] && wait "$ha_pid"
-  ha_pid=''
+  [[ -n $ha_pid ]] || return 0
+  wait "$ha_pid"
   printf '\n::: ha tier (ran beside the serial and browser tiers)\n'
   cat "$work/clusters.log" "$work/ha.log"
   return "$(cat "$work/ha.rc" 2>/dev/null || echo 1)"

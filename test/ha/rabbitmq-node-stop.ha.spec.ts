@@ -69,7 +69,7 @@ describe('the RabbitMQ node leading the quorum queues, under load', () => {
       await services('node', 'stop', ...flags, 'rabbitmq-cluster', String(leader.node));
       const lostAt = Date.now();
       // Load goes on without the node: commands acknowledged after its loss must arrive too.
-      await waitFor(() => running.acknowledged.filter((a) => a.at > lostAt).length >= 60, {
+      await waitFor(() => running.acknowledged.filter((a) => a.at > lostAt).length >= 30, {
         timeoutMs: 60_000,
         what: 'commands acknowledged after the node was lost',
       });

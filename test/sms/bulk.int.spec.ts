@@ -371,7 +371,7 @@ describe('back-pressure', () => {
   });
 });
 
-describe('a 100,000-row build', () => {
+describe('a 50,000-row build', () => {
   it('streams in bounded memory, in batches: it retains no more than a build five times smaller', async () => {
     await drain();
     // Retained heap (after a full collection), sampled while a build runs: garbage does not count.
@@ -415,9 +415,9 @@ describe('a 100,000-row build', () => {
         late: Math.max(...samples.slice(-Math.ceil(samples.length / 4))),
       };
     }
-    const small = await buildRows(20_000);
-    const large = await buildRows(100_000);
-    // Keeping each frozen row (~150 bytes) would retain ~15 MB at the end of the large build and ~12 MB
+    const small = await buildRows(10_000);
+    const large = await buildRows(50_000);
+    // Keeping each frozen row (~150 bytes) would retain ~7.5 MB at the end of the large build and ~6 MB
     // more than at the end of the small one; the build holds one batch and one 4 KiB slice of the file.
     expect(large.peak).toBeLessThan(8);
     expect(large.late).toBeLessThan(small.late + 3);

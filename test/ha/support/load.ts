@@ -56,7 +56,7 @@ export const LOAD_ROLES = ['api', 'scanner', 'relay', 'worker', 'sms-gateway'] a
 export type LoadRole = (typeof LOAD_ROLES)[number];
 
 export interface HaLoadOptions {
-  /** Commands per second over all kinds (default 8). */
+  /** Commands per second over all kinds (default 4: the tests share two cores with other tiers; the soak runs 8). */
   ratePerSecond?: number;
   /** Share of each kind among the commands (default line 1, action 2, sms 1); cron jobs are created once. */
   mix?: Partial<Record<'line' | 'action' | 'sms', number>>;
@@ -172,7 +172,7 @@ const toUnits = (amount: string) => Math.round(Number(amount) * 10_000);
 /** Starts the world and the roles; commands flow after `start()`. */
 export async function startHaLoad(options: HaLoadOptions = {}): Promise<HaLoad> {
   const organizationId = options.organizationId ?? 'org-ha';
-  const ratePerSecond = options.ratePerSecond ?? 8;
+  const ratePerSecond = options.ratePerSecond ?? 4;
   const mix = { line: 1, action: 2, sms: 1, ...options.mix };
   const smsRecipients = options.smsRecipients ?? 3;
   const amqpList = requireHa('HERALD_HA_AMQP_URLS');
