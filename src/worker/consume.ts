@@ -8,7 +8,6 @@
  * message shovelled back from `<queue>.dead` keeps its attempt header (one more try; reset it for a full
  * set); its `dead` inbox row may be claimed again.
  */
-
 import type { AmqpConnection, QueueType } from '../adapters/amqp/amqp-connection.js';
 import { AmqpConsumerTransport } from '../adapters/amqp/amqp-consumer.js';
 import type { Logger } from '../logger.js';
