@@ -415,6 +415,10 @@ postgres-ha_start() {
   if ! pgha_node_pid "$s" >/dev/null; then
     if [[ -f $PGHA_DIR/node$s/needs-rebuild || ! -s $PGHA_DIR/node$s/data/PG_VERSION ]]; then
       pgha_make_standby "$s" "$p"
+    else
+      # Its data may come from a run at another HERALD_SERVICES_PORT_OFFSET: follow this run's primary.
+      as_pg sed -i -E "/^primary_conninfo/s/port=[0-9]+/port=$(pgha_node_port "$p")/" \
+        "$PGHA_DIR/node$s/data/postgresql.auto.conf"
     fi
     pgha_node_start "$s"
   fi
