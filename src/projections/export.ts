@@ -9,6 +9,7 @@ import { exportEvents } from '../adapters/postgres/event-queries.js';
 import { exportReceipts, type PublishReceipt } from '../adapters/postgres/receipt-queries.js';
 import type { Database } from '../ports/database.js';
 import type { StoredEvent } from '../ports/events.js';
+import type { Upcast } from './projector.js';
 
 export interface ExportOptions {
   /** Inclusive lower bound, ISO 8601 with an offset; null: from the beginning. */
@@ -21,7 +22,7 @@ export interface ExportOptions {
   receipts: boolean;
   batchSize?: number;
   /** Events in the current shape of their stream type (the registry's `upcast`; ADR 0039). */
-  upcast?: (event: StoredEvent) => StoredEvent;
+  upcast?: Upcast;
 }
 
 export interface ExportCounts {

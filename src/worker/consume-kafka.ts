@@ -5,7 +5,6 @@
  * handler's transaction committed), `<topic>.retry` read by a second group that waits until a copy is
  * `retryDelayMs` old, and `<topic>.dead`.
  */
-
 import { KafkaConsumerTransport } from '../adapters/kafka/kafka-transport.js';
 import type { Logger } from '../logger.js';
 import type { MessageSchema } from '../messaging/message-schemas.js';

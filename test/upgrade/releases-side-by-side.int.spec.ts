@@ -128,20 +128,21 @@ describe('releases N, N+1 and N+2 rolled out one after the other under load', ()
     });
     await publish(phase(0));
 
-    startRelease('N+1'); // N and N+1 side by side
-    await waitFor(async () => (await commandConsumers()) >= 2, {
-      what: 'release N+1 consuming',
-      timeoutMs: 60_000,
-    });
+    /** Starts `release` beside the running one, once both consume the commands. */
+    const startBeside = async (release: Release) => {
+      startRelease(release);
+      await waitFor(async () => (await commandConsumers()) >= 2, {
+        what: `release ${release} consuming`,
+        timeoutMs: 60_000,
+      });
+    };
+
+    await startBeside('N+1'); // N and N+1 side by side
     await publish(phase(1));
     await stopRelease('N'); // N+1 alone
     await publish(phase(2));
 
-    startRelease('N+2'); // N+1 and N+2 side by side
-    await waitFor(async () => (await commandConsumers()) >= 2, {
-      what: 'release N+2 consuming',
-      timeoutMs: 60_000,
-    });
+    await startBeside('N+2'); // N+1 and N+2 side by side
     await publish(phase(3));
     await stopRelease('N+1'); // N+2 alone
     await publish(phase(4));
