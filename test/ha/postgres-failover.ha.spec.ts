@@ -163,8 +163,19 @@ describe('postgres-ha', () => {
       }
       // Transitions stamped after this instant (the new primary's clock, the host's) were committed on it:
       // the old primary is dead by now. The measured resume is an upper bound of the true one.
-      const { rows: promoted } = await load.t.db.query<{ now: Date }>('select clock_timestamp() as now');
-      const promotedAt = promoted[0]!.now;
+      // The test's own pool may still hold an idle connection to the old primary: the first query on it
+      // fails, and the pool replaces it (as the roles' retries do).
+      let promotedAt: Date | undefined;
+      await waitFor(
+        async () => {
+          const { rows } = await load.t.db
+            .query<{ now: Date }>('select clock_timestamp() as now')
+            .catch(() => ({ rows: [] as { now: Date }[] }));
+          promotedAt = rows[0]?.now;
+          return promotedAt !== undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 50, what: 'the test pool on the promoted primary' },
+      );
       const failedOverAt = Date.now();
       expect(await roles()).toEqual({ primary: before.standby });
 
@@ -200,7 +211,7 @@ describe('postgres-ha', () => {
            from unnest($3::text[], $4::text[]) as p(role, pod)`,
         [killedAt, promotedAt, Object.keys(load.pods), Object.values(load.pods)],
       );
-      const failoverSeconds = (promotedAt.getTime() - killedAt.getTime()) / 1_000;
+      const failoverSeconds = (promotedAt!.getTime() - killedAt.getTime()) / 1_000;
       const bound = Math.max(...resumed.map((r) => r.seconds ?? Number.POSITIVE_INFINITY));
       console.log(
         `postgres-ha failover under load: promoted and reachable ${failoverSeconds.toFixed(2)} s after the kill; resumed (s after the kill): ${resumed.map((r) => `${r.role} ${r.seconds?.toFixed(2)}`).join(', ')}\n${formatReport(report)}`,
